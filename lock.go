@@ -1,0 +1,267 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Lock acquires the lock, waiting as long as it takes, until ctx ends (the
+// error then matches ctx.Err() with errors.Is) or the Client closes
+// (ErrClosed). Transient Redis errors are retried while it waits.
+//
+// The hold is bound to ctx: when ctx ends, renewal stops and the lock is
+// released, and Done closes. To wait for a limited time but hold for longer,
+// use TryLock. On a held handle Lock waits for Unlock, as sync.Mutex does,
+// unless the handle is reentrant. A failed Lock leaves nothing held.
+func (m *Mutex) Lock(ctx context.Context) error {
+	_, err := m.lock(ctx, 0, false)
+	return err
+}
+
+// TryLock tries to acquire the lock for up to wait: TryLock(ctx, 0) makes one
+// attempt. It returns (true, nil) when acquired and (false, nil) when wait ran
+// out with the lock held by another. It returns an error when ctx ends, when
+// the Client closes, on a permanent Redis error, or when the last attempt
+// failed with a transient one. The hold is bound to ctx, as with Lock; a
+// negative wait returns an error matching ErrInvalidArgument.
+func (m *Mutex) TryLock(ctx context.Context, wait time.Duration) (bool, error) {
+	if wait < 0 {
+		return false, invalid("TryLock wait must not be negative, got %v", wait)
+	}
+	return m.lock(ctx, wait, true)
+}
+
+func (m *Mutex) lock(ctx context.Context, wait time.Duration, bounded bool) (bool, error) {
+	if err := m.check(ctx); err != nil {
+		return false, err
+	}
+	var until time.Time
+	if bounded {
+		until = time.Now().Add(wait)
+	}
+	if m.reentrant {
+		if ok, err, done := m.reenter(ctx); done {
+			return ok, err
+		}
+	}
+	if ok, err := m.takeSlot(ctx, bounded, until); !ok {
+		return false, err
+	}
+	h, err := m.c.acquire(ctx, m, bounded, until)
+	if h == nil {
+		<-m.slot
+		return false, err
+	}
+	m.mu.Lock()
+	h.count = 1
+	m.h = h
+	m.last = nil
+	m.mu.Unlock()
+	return true, nil
+}
+
+// takeSlot waits for the handle's local slot, so that goroutines sharing the
+// handle exclude each other before they contend in Redis.
+func (m *Mutex) takeSlot(ctx context.Context, bounded bool, until time.Time) (bool, error) {
+	select {
+	case m.slot <- struct{}{}:
+		return true, nil
+	default:
+	}
+	var expired <-chan time.Time
+	if bounded {
+		left := time.Until(until)
+		if left <= 0 {
+			return false, nil
+		}
+		t := time.NewTimer(left)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case m.slot <- struct{}{}:
+		return true, nil
+	case <-expired:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctxErr(ctx, "lock", m.name, nil)
+	case <-m.c.closing:
+		return false, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
+	}
+}
+
+// reenter takes a reentrant handle's lock again while it is held: it confirms
+// and extends the lease in Redis, then counts the hold. done is false when the
+// handle holds nothing, so the caller acquires as usual.
+func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
+	h := m.current()
+	if h == nil {
+		return false, nil, false
+	}
+	if h.ctx.Err() != nil {
+		return false, fmt.Errorf("dlock: lock %s: the handle's hold has ended, Unlock it before locking again: %w",
+			quote(m.name), context.Cause(h.ctx)), true
+	}
+	start := m.c.w.now()
+	v, err := renewScript.Run(ctx, m.c.rdb, m.keys[:1], leaseArg(h.ent.lease), h.token).Result()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctxErr(ctx, "lock", m.name, err), true
+		}
+		return false, redisErr("lock (reentrant)", m.name, err), true
+	}
+	sts, err := int64s(v, 1)
+	if err != nil {
+		return false, err, true
+	}
+	if sts[0] != 1 {
+		m.c.w.loseHold(h, lossReason(sts[0]))
+		return false, fmt.Errorf("dlock: lock %s (reentrant): %w", quote(m.name), context.Cause(h.ctx)), true
+	}
+	m.c.w.confirmed(h, start)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.h != h || h.ctx.Err() != nil {
+		return false, nil, false // unlocked meanwhile: acquire afresh
+	}
+	h.count++
+	return true, nil, true
+}
+
+// acquire runs the acquire script until it grants the lock, waiting between
+// attempts; it returns a nil hold and a nil error when a bounded wait ran out.
+// Each sleep is the next backoff step, capped by the holder's remaining lease
+// (the PTTL the script returns) and by the time left.
+func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time.Time) (*hold, error) {
+	lease, renew := m.leaseTime()
+	leaseMs := leaseArg(lease)
+	token := newToken()
+	var (
+		bo      backoff.BackOff
+		t       *time.Timer
+		lastErr error
+	)
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		start := c.w.now()
+		v, err := acquireScript.Run(ctx, c.rdb, m.keys, token, leaseMs).Result()
+		pttl := time.Duration(-1)
+		if err == nil {
+			r, perr := parseAcquire(v)
+			switch {
+			case perr != nil:
+				c.w.orphan(m.name, token, lease)
+				return nil, perr
+			case r.status == 1:
+				return c.grant(ctx, m, token, r.value, start, lease, renew)
+			case r.status < 0:
+				return nil, wrongType(m.name, r.kind)
+			}
+			lastErr = nil
+			if r.value >= 0 {
+				pttl = time.Duration(r.value) * time.Millisecond
+			}
+		} else {
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
+				// The script may have run: delete its key in the background if so,
+				// and use a new token from now on.
+				c.w.orphan(m.name, token, lease)
+				token = newToken()
+			}
+			if ctx.Err() != nil {
+				return nil, ctxErr(ctx, "lock", m.name, err)
+			}
+			if !isTransient(err) {
+				return nil, redisErr("lock", m.name, err)
+			}
+			lastErr = err
+			c.log.Debug("dlock: acquire failed, retrying", "name", m.name, "error", err)
+		}
+
+		left := time.Duration(math.MaxInt64)
+		if bounded {
+			if left = time.Until(until); left <= 0 {
+				if lastErr != nil {
+					return nil, redisErr("lock", m.name, lastErr)
+				}
+				return nil, nil
+			}
+		}
+		if bo == nil {
+			bo = c.cfg.backOff()
+		}
+		d := bo.NextBackOff()
+		if d == backoff.Stop {
+			d = DefaultBackOffMax
+		}
+		if pttl >= 0 && pttl < d {
+			d = pttl
+		}
+		d = min(d, left)
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctxErr(ctx, "lock", m.name, lastErr)
+		case <-c.closing:
+			return nil, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
+		}
+	}
+}
+
+// grant turns a granted acquire into a watched hold bound to ctx.
+func (c *Client) grant(ctx context.Context, m *Mutex, token string, fence, start int64, lease time.Duration, renew bool) (*hold, error) {
+	h := &hold{c: c, name: m.name, token: token, fence: fence}
+	h.ctx, h.end = context.WithCancelCause(ctx)
+	if err := c.w.watch(h, start, lease, renew); err != nil {
+		h.end(ErrClosed)
+		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)
+		defer cancel()
+		_ = releaseScript.Run(rctx, c.rdb, m.keys[:1], token).Err()
+		return nil, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
+	}
+	if ctx.Done() != nil {
+		h.unwatch = context.AfterFunc(ctx, func() { c.w.released(h) })
+	}
+	if ctx.Err() != nil { // ended as it was granted: the hook above releases it
+		return nil, ctxErr(ctx, "lock", m.name, nil)
+	}
+	c.log.Debug("dlock: acquired", "name", m.name, "fencing_token", fence)
+	return h, nil
+}
+
+// newToken returns a fresh random token (a UUID v4 from crypto/rand).
+func newToken() string { return uuid.New().String() }
+
+// ctxErr reports that ctx ended during op on name. It matches ctx.Err() and
+// the context's cause with errors.Is, and last, the last Redis error seen.
+func ctxErr(ctx context.Context, op, name string, last error) error {
+	err := ctx.Err()
+	var errs []error
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		errs = append(errs, cause)
+	}
+	if last != nil && !errors.Is(last, err) {
+		errs = append(errs, last)
+	}
+	if len(errs) == 0 {
+		return fmt.Errorf("dlock: %s %s: %w", op, quote(name), err)
+	}
+	return fmt.Errorf("dlock: %s %s: %w (%w)", op, quote(name), err, errors.Join(errs...))
+}

@@ -1,0 +1,114 @@
+package dlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// run executes one watchdog pass: every renewal entry is extended by the
+// renew script in batches of at most the batch size (one slot per batch on a
+// cluster, where a script's keys must share a slot), and every orphan entry is
+// released by the release script. All scripts go out in one pipeline, one
+// round trip per node; if the server lost its script cache, the scripts are
+// loaded and the pass is sent once more.
+func (w *watchdog) run(ctx context.Context, batch []*entry) []result {
+	res := make([]result, len(batch))
+	calls := w.plan(batch)
+	for attempt := 0; ; attempt++ {
+		_, _ = w.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range calls {
+				calls[i].send(ctx, p, batch, w.c.cfg.watchdogTimeout)
+			}
+			return nil
+		})
+		noScript := false
+		for i := range calls {
+			noScript = noScript || isNoScript(calls[i].cmd.Err())
+		}
+		if !noScript || attempt > 0 {
+			break
+		}
+		if err := loadScripts(ctx, w.c.rdb); err != nil {
+			for i := range res {
+				res[i].err = err
+			}
+			return res
+		}
+	}
+	for i := range calls {
+		calls[i].collect(batch, res)
+	}
+	return res
+}
+
+// A call is one script in a pass: a renew batch or one orphan's release.
+type call struct {
+	idx []int // positions in the pass
+	cmd *redis.Cmd
+}
+
+// plan groups a pass into calls: renewals by slot on a cluster (everything
+// together elsewhere), cut at the batch size; each orphan on its own.
+func (w *watchdog) plan(batch []*entry) []call {
+	var calls []call
+	open := map[uint16]int{} // slot group -> index in calls of its open batch
+	cluster := w.c.isCluster()
+	for i, e := range batch {
+		if e.kind == kindOrphan {
+			calls = append(calls, call{idx: []int{i}})
+			continue
+		}
+		g := uint16(0)
+		if cluster {
+			g = e.slot
+		}
+		j, ok := open[g]
+		if !ok || len(calls[j].idx) >= w.c.cfg.batchSize {
+			j = len(calls)
+			open[g] = j
+			calls = append(calls, call{})
+		}
+		calls[j].idx = append(calls[j].idx, i)
+	}
+	return calls
+}
+
+func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration) {
+	first := batch[c.idx[0]]
+	if first.kind == kindOrphan {
+		c.cmd = p.EvalSha(ctx, releaseScript.Hash(), []string{first.key}, first.token)
+		return
+	}
+	keys := make([]string, len(c.idx))
+	args := make([]any, len(c.idx)+1)
+	args[0] = leaseArg(lease)
+	for k, i := range c.idx {
+		keys[k] = batch[i].key
+		args[k+1] = batch[i].token
+	}
+	c.cmd = p.EvalSha(ctx, renewScript.Hash(), keys, args...)
+}
+
+func (c *call) collect(batch []*entry, res []result) {
+	if err := c.cmd.Err(); err != nil {
+		for _, i := range c.idx {
+			res[i].err = err
+		}
+		return
+	}
+	if batch[c.idx[0]].kind == kindOrphan {
+		st, err := c.cmd.Int64()
+		res[c.idx[0]] = result{status: st, err: err}
+		return
+	}
+	sts, err := int64s(c.cmd.Val(), len(c.idx))
+	for k, i := range c.idx {
+		if err != nil {
+			res[i].err = err
+		} else {
+			res[i].status = sts[k]
+		}
+	}
+}

@@ -1,0 +1,49 @@
+-- acquire: take a free lock and hand out the next fencing token.
+-- KEYS[1]  the lock key (the lock's name)
+-- KEYS[2]  the fencing counter of the lock's hash slot: dlock:fence:{T}
+-- ARGV[1]  this acquisition's token (a fresh UUID v4)
+-- ARGV[2]  the lease in milliseconds
+-- Returns {1, fencing token} when acquired, also when the key already holds
+--           ARGV[1] (a call the client retried after a lost reply);
+--         {0, pttl} when another token holds the lock (-1: the key has no expiry);
+--         {-1, type} when the key holds data that dlock did not write.
+local function fence()
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    -- A lost counter restarts from the server clock in microseconds, above any
+    -- token handed out before, so tokens keep increasing across a restart.
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[2], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
+  end
+  return redis.pcall('INCR', KEYS[2])
+end
+
+local function granted()
+  local f = fence()
+  if type(f) == 'table' then
+    -- The counter is unusable: undo the grant rather than leave a lock without a token.
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('dlock: fencing counter ' .. KEYS[2] .. ': ' .. (f.err or f['err']))
+  end
+  return {1, f}
+end
+
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return granted()
+end
+
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'string' then
+  return {-1, kind}
+end
+if redis.call('STRLEN', KEYS[1]) ~= 36 then
+  return {-1, 'string'}
+end
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return granted()
+end
+if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') then
+  return {-1, 'string'}
+end
+return {0, redis.call('PTTL', KEYS[1])}

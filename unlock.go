@@ -1,0 +1,90 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Unlock releases the lock with a token-checked delete: it never deletes a
+// key that another holder's token holds. On a reentrant handle it only counts
+// down until the last Unlock.
+//
+// It returns nil when the lock was released, and also when the hold had
+// already ended because its Lock context ended (Unlock works whatever that
+// context's state). It returns an error matching ErrLockLost when the hold
+// was lost, ErrClosed when Client.Close ended it, and ErrNotHeld when the
+// handle holds nothing. If Redis cannot be reached, renewal stops, the error
+// is returned, and the delete is retried in the background until the lease
+// runs out. In every case the handle is free for the next Lock afterwards.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if m.err != nil {
+		return m.err
+	}
+	if ctx == nil {
+		return invalid("nil context for unlock %s", quote(m.name))
+	}
+	m.mu.Lock()
+	h := m.h
+	if h == nil {
+		m.mu.Unlock()
+		return fmt.Errorf("dlock: unlock %s: %w", quote(m.name), ErrNotHeld)
+	}
+	if h.count > 1 {
+		h.count--
+		m.mu.Unlock()
+		return endedErr(h)
+	}
+	m.h = nil
+	m.mu.Unlock()
+
+	err := m.c.release(ctx, h)
+
+	m.mu.Lock()
+	m.last = h.endErr()
+	m.mu.Unlock()
+	<-m.slot
+	return err
+}
+
+// endedErr is what Unlock returns for a hold that already ended: its loss,
+// ErrClosed, or nil when the Lock context ended it (its key was released).
+func endedErr(h *hold) error {
+	err := h.endErr()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrLockLost):
+		return err
+	case errors.Is(err, ErrClosed):
+		return fmt.Errorf("dlock: unlock %s: %w", quote(h.name), ErrClosed)
+	default:
+		return nil
+	}
+}
+
+// release ends a hold for Unlock and deletes its key if it is still ours.
+func (c *Client) release(ctx context.Context, h *hold) error {
+	if h.unwatch != nil {
+		h.unwatch()
+	}
+	if !c.w.unwatch(h) {
+		return endedErr(h)
+	}
+	st, err := releaseScript.Run(ctx, c.rdb, []string{h.name}, h.token).Int64()
+	if err != nil {
+		c.w.orphan(h.name, h.token, h.ent.lease)
+		h.end(errUnlocked)
+		return fmt.Errorf("%w (the delete is retried in the background until the lease runs out)",
+			redisErr("unlock", h.name, err))
+	}
+	if st == 1 {
+		h.end(errUnlocked)
+		c.log.Debug("dlock: released", "name", h.name)
+		return nil
+	}
+	cause := lostErr(h.name, lossReason(st))
+	h.end(cause)
+	c.log.Warn("dlock: lock lost", "name", h.name, "reason", lossReason(st))
+	return cause
+}
