@@ -195,8 +195,9 @@ func isNil(rdb redis.UniversalClient) bool {
 // Close stops the watchdog, releases every lock still held through this
 // Client (their Done channels close and Err reports ErrClosed), and makes
 // later calls fail with ErrClosed. Waiting Lock and TryLock calls return
-// ErrClosed. It waits for Redis at most the close timeout and returns what
-// went wrong releasing; locks it could not release expire with their lease.
+// ErrClosed. It waits for Redis at most the close timeout (or, when rdb does
+// not honour context deadlines, up to its read timeout) and returns what went
+// wrong releasing; locks it could not release expire with their lease.
 // It does not close rdb. Calling it again returns nil.
 func (c *Client) Close() error {
 	first := false

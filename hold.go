@@ -11,12 +11,12 @@ import (
 // and a context that ends when the hold ends, with the reason as its cause
 // (ErrLockLost, ErrClosed, the Lock context's own cause, or errUnlocked).
 type hold struct {
-	c     *Client
-	name  string
-	token string
-	fence int64
-	ctx   context.Context
-	end   context.CancelCauseFunc
+	c      *Client
+	name   string
+	token  string
+	fence  int64
+	ctx    context.Context
+	cancel context.CancelCauseFunc // ends the hold with its reason
 	// unwatch stops the hook that releases the lock when the Lock context ends.
 	unwatch func() bool
 	// deadline is the local end of the lease, in nanoseconds since the
@@ -64,9 +64,10 @@ func (e *lossError) Unwrap() error { return ErrLockLost }
 // earlier, so start + lease is safe up to the drift of the two clocks' rates,
 // which the margin of 1% + 1ms covers.
 func leaseEnd(start int64, lease time.Duration) int64 {
-	margin := lease/100 + time.Millisecond
-	if margin > lease/2 {
-		margin = lease / 2
-	}
-	return start + int64(lease-margin)
+	return start + int64(lease-leaseMargin(lease))
+}
+
+// leaseMargin is how much earlier than the server a holder gives up its lease.
+func leaseMargin(lease time.Duration) time.Duration {
+	return min(lease/100+time.Millisecond, lease/2)
 }

@@ -42,6 +42,9 @@ func (m *Mutex) lock(ctx context.Context, wait time.Duration, bounded bool) (boo
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
+	if ctx.Err() != nil {
+		return false, ctxErr(ctx, "lock", m.name, nil)
+	}
 	var until time.Time
 	if bounded {
 		until = time.Now().Add(wait)
@@ -228,9 +231,9 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 // grant turns a granted acquire into a watched hold bound to ctx.
 func (c *Client) grant(ctx context.Context, m *Mutex, token string, fence, start int64, lease time.Duration, renew bool) (*hold, error) {
 	h := &hold{c: c, name: m.name, token: token, fence: fence}
-	h.ctx, h.end = context.WithCancelCause(ctx)
+	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	if err := c.w.watch(h, start, lease, renew); err != nil {
-		h.end(ErrClosed)
+		h.cancel(ErrClosed)
 		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)
 		defer cancel()
 		_ = releaseScript.Run(rctx, c.rdb, m.keys[:1], token).Err()

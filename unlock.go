@@ -74,17 +74,17 @@ func (c *Client) release(ctx context.Context, h *hold) error {
 	st, err := releaseScript.Run(ctx, c.rdb, []string{h.name}, h.token).Int64()
 	if err != nil {
 		c.w.orphan(h.name, h.token, h.ent.lease)
-		h.end(errUnlocked)
+		h.cancel(errUnlocked)
 		return fmt.Errorf("%w (the delete is retried in the background until the lease runs out)",
 			redisErr("unlock", h.name, err))
 	}
 	if st == 1 {
-		h.end(errUnlocked)
+		h.cancel(errUnlocked)
 		c.log.Debug("dlock: released", "name", h.name)
 		return nil
 	}
 	cause := lostErr(h.name, lossReason(st))
-	h.end(cause)
+	h.cancel(cause)
 	c.log.Warn("dlock: lock lost", "name", h.name, "reason", lossReason(st))
 	return cause
 }

@@ -30,6 +30,7 @@ type watchdog struct {
 	q       entryHeap
 	pending []*entry // due, waiting for the renewer
 	closed  bool
+	notes   []func() // log lines to write once mu is released
 
 	kick  chan struct{} // wakes the scheduler
 	ready chan struct{} // wakes the renewer
@@ -192,8 +193,23 @@ func (w *watchdog) lose(e *entry, why string) {
 	if e.index >= 0 {
 		heap.Remove(&w.q, e.index)
 	}
-	e.h.end(lostErr(e.key, why))
-	w.c.log.Warn("dlock: lock lost", "name", e.key, "reason", why)
+	e.h.cancel(lostErr(e.key, why))
+	key := e.key
+	w.note(func() { w.c.log.Warn("dlock: lock lost", "name", key, "reason", why) })
+}
+
+// note queues a log line; logging waits until mu is released, so a slow log
+// handler never holds up the watchdog. Called with mu held.
+func (w *watchdog) note(f func()) { w.notes = append(w.notes, f) }
+
+// unlock releases mu, then writes the queued log lines.
+func (w *watchdog) unlock() {
+	notes := w.notes
+	w.notes = nil
+	w.mu.Unlock()
+	for _, f := range notes {
+		f()
+	}
 }
 
 // schedule is the scheduler goroutine.
@@ -204,7 +220,7 @@ func (w *watchdog) schedule() {
 	for {
 		w.mu.Lock()
 		next, work := w.tick()
-		w.mu.Unlock()
+		w.unlock()
 		if work {
 			signal(w.ready)
 		}
@@ -297,7 +313,7 @@ func (w *watchdog) renewer() {
 		cancel()
 		w.mu.Lock()
 		w.apply(batch, res, sent)
-		w.mu.Unlock()
+		w.unlock()
 		signal(w.kick)
 	}
 }
@@ -329,15 +345,19 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) {
 		case r.err != nil:
 			if !e.trouble {
 				e.trouble = true
-				w.c.log.Warn("dlock: renewal failed, retrying until the lease runs out",
-					"name", e.key, "error", r.err, "left", time.Duration(e.end-now))
+				key, err, left := e.key, r.err, time.Duration(e.end-now)
+				w.note(func() {
+					w.c.log.Warn("dlock: renewal failed, retrying until the lease runs out",
+						"name", key, "error", err, "left", left)
+				})
 			}
 			e.due = now + int64(w.retry)
 			heap.Fix(&w.q, e.index)
 		case r.status == 1:
 			if e.trouble {
 				e.trouble = false
-				w.c.log.Info("dlock: renewal recovered", "name", e.key)
+				key := e.key
+				w.note(func() { w.c.log.Info("dlock: renewal recovered", "name", key) })
 			}
 			if end := leaseEnd(sent, e.lease); end > e.end {
 				e.end = end
@@ -389,7 +409,7 @@ func (w *watchdog) close(ctx context.Context) error {
 	release := make([]*entry, len(entries))
 	for i, e := range entries {
 		if e.h != nil {
-			e.h.end(ErrClosed)
+			e.h.cancel(ErrClosed)
 		}
 		release[i] = &entry{kind: kindOrphan, key: e.key, token: e.token, slot: e.slot}
 	}
@@ -430,7 +450,7 @@ func (q *entryHeap) Pop() any {
 // loseHold ends h as lost for a reason found outside the watchdog.
 func (w *watchdog) loseHold(h *hold, why string) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	defer w.unlock()
 	if h.ent.index >= 0 {
 		w.lose(&h.ent, why)
 	}

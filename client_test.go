@@ -1,0 +1,135 @@
+package dlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// newMini returns a Client on a fresh miniredis, for quick tests that need no
+// real server; behaviour is proven against redis-server in ./integration.
+func newMini(t *testing.T, opts ...Option) (*Client, *miniredis.Miniredis, *redis.Client) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := New(rdb, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, mr, rdb
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	var typedNil *redis.Client
+	cases := []struct {
+		name string
+		rdb  redis.UniversalClient
+		opts []Option
+		want string
+	}{
+		{"nil client", nil, nil, "nil"},
+		{"typed nil client", typedNil, nil, "nil"},
+		{"zero watchdog timeout", rdb, []Option{WithWatchdogTimeout(0)}, "watchdog timeout"},
+		{"negative watchdog timeout", rdb, []Option{WithWatchdogTimeout(-time.Second)}, "watchdog timeout"},
+		{"zero renew interval", rdb, []Option{WithRenewInterval(0)}, "renew interval"},
+		{"negative renew interval", rdb, []Option{WithRenewInterval(-1)}, "renew interval"},
+		{"renew interval equal to timeout", rdb, []Option{WithWatchdogTimeout(time.Second), WithRenewInterval(time.Second)}, "below the watchdog timeout"},
+		{"renew interval above timeout", rdb, []Option{WithWatchdogTimeout(time.Second), WithRenewInterval(2 * time.Second)}, "below the watchdog timeout"},
+		{"renew interval above default timeout", rdb, []Option{WithRenewInterval(time.Minute)}, "below the watchdog timeout"},
+		{"nil backoff", rdb, []Option{WithBackOff(nil)}, "WithBackOff"},
+		{"zero batch size", rdb, []Option{WithRenewBatchSize(0)}, "batch size"},
+		{"zero close timeout", rdb, []Option{WithCloseTimeout(0)}, "close timeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.rdb, tc.opts...)
+			require.Nil(t, c)
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	c, err := New(rdb, nil) // a nil option is ignored
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	assert.Equal(t, 30*time.Second, c.cfg.watchdogTimeout, "default watchdog timeout")
+	assert.Equal(t, 10*time.Second, c.cfg.renewInterval, "default renew interval")
+	c2, err := New(rdb, WithWatchdogTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if c2.cfg.renewInterval != time.Second {
+		t.Fatalf("renew interval = %v, want timeout/3 = 1s", c2.cfg.renewInterval)
+	}
+}
+
+func TestDefaultBackOffSteps(t *testing.T) {
+	b := DefaultBackOff()
+	var prev time.Duration
+	for i := range 20 {
+		d := b.NextBackOff()
+		if d == backoff.Stop || d <= 0 || d > DefaultBackOffMax*3/2 {
+			t.Fatalf("step %d = %v", i, d)
+		}
+		if i == 0 && (d < DefaultBackOffInitial/2 || d > DefaultBackOffInitial*3/2) {
+			t.Fatalf("first step %v, want about %v", d, DefaultBackOffInitial)
+		}
+		prev = d
+	}
+	if prev < DefaultBackOffMax/2 {
+		t.Fatalf("step 20 = %v, want near the cap %v", prev, DefaultBackOffMax)
+	}
+}
+
+// A custom backoff is used between attempts.
+func TestWithBackOffIsUsed(t *testing.T) {
+	calls := 0
+	c, _, rdb := newMini(t, WithBackOff(func() backoff.BackOff {
+		calls++
+		return backoff.NewConstantBackOff(5 * time.Millisecond)
+	}))
+	ctx := context.Background()
+	rdb.Set(ctx, "lock:bo", "00000000-0000-4000-8000-000000000000", 0) // held forever by someone
+	ok, err := c.NewMutex("lock:bo").TryLock(ctx, 30*time.Millisecond)
+	if ok || err != nil || calls != 1 {
+		t.Fatalf("TryLock = %v, %v with %d backoff factories; want false, nil, 1", ok, err, calls)
+	}
+}
+
+func TestMiniredisLockUnlock(t *testing.T) {
+	c, mr, _ := newMini(t)
+	ctx := context.Background()
+	m := c.NewMutex("lock:mini")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !mr.Exists("lock:mini") || m.FencingToken() <= 0 {
+		t.Fatalf("key exists %v, token %d", mr.Exists("lock:mini"), m.FencingToken())
+	}
+	if ok, err := c.NewMutex("lock:mini").TryLock(ctx, 0); ok || err != nil {
+		t.Fatalf("second TryLock = %v, %v", ok, err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if mr.Exists("lock:mini") {
+		t.Fatal("key left after Unlock")
+	}
+}
