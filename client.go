@@ -76,8 +76,8 @@ func WithRenewInterval(d time.Duration) Option {
 // is called once per call that has to wait. Each sleep is also capped by the
 // holder's remaining lease and by the time left. A BackOff that returns
 // backoff.Stop makes the caller sleep DefaultBackOffMax (capped likewise)
-// between attempts. Default: exponential from 10ms, capped at 500ms, with 50%
-// jitter. A nil f makes New fail.
+// between attempts, as does a negative step; when f returns nil the default
+// is used. Default: DefaultBackOff. A nil f makes New fail.
 func WithBackOff(f func() backoff.BackOff) Option {
 	return func(c *config) {
 		if f == nil {
@@ -124,7 +124,7 @@ func withClock(clk clock) Option {
 }
 
 // DefaultBackOff returns the default wait strategy: exponential from 10ms,
-// doubling, capped at 500ms, each step jittered by ±50%, never giving up.
+// doubling, each step jittered by ±50% and capped at 500ms, never giving up.
 func DefaultBackOff() backoff.BackOff {
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     DefaultBackOffInitial,
@@ -136,17 +136,38 @@ func DefaultBackOff() backoff.BackOff {
 		Clock:               backoff.SystemClock,
 	}
 	b.Reset()
-	return b
+	return cappedBackOff{b, DefaultBackOffMax}
 }
 
-// New returns a Client that locks on rdb, which may be a *redis.Client, a
-// *redis.ClusterClient, a failover client or a *redis.Ring. It does not talk
+// cappedBackOff caps every step of b, jitter included, at most.
+type cappedBackOff struct {
+	b    backoff.BackOff
+	most time.Duration
+}
+
+func (c cappedBackOff) NextBackOff() time.Duration {
+	d := c.b.NextBackOff()
+	if d == backoff.Stop {
+		return d
+	}
+	return min(d, c.most)
+}
+
+func (c cappedBackOff) Reset() { c.b.Reset() }
+
+// New returns a Client that locks on rdb: a *redis.Client, a Sentinel failover
+// client or a *redis.ClusterClient (a *redis.Ring is refused). It does not talk
 // to Redis; scripts are loaded on first use. It fails with an error matching
 // ErrInvalidArgument when rdb is nil or an option is invalid. Close the Client
 // when done: it runs the watchdog's goroutines.
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if isNil(rdb) {
 		return nil, invalid("redis client is nil")
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		// A Ring shards by client-side hashing and moves keys when a shard
+		// comes or goes: a lock and its fencing counter would silently move.
+		return nil, invalid("*redis.Ring is not supported: use a single server, Sentinel (failover client) or Cluster")
 	}
 	cfg := config{
 		watchdogTimeout: DefaultWatchdogTimeout,
@@ -171,6 +192,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	if cfg.renewInterval >= cfg.watchdogTimeout {
 		return nil, invalid("renew interval %v must be below the watchdog timeout %v", cfg.renewInterval, cfg.watchdogTimeout)
+	}
+	if usable := cfg.watchdogTimeout - leaseMargin(cfg.watchdogTimeout); cfg.renewInterval >= usable {
+		return nil, invalid("renew interval %v leaves no time to renew: it must be below %v (the watchdog timeout %v less a drift margin)",
+			cfg.renewInterval, usable, cfg.watchdogTimeout)
 	}
 	if cfg.renewInterval < time.Millisecond {
 		return nil, invalid("renew interval %v is below 1ms", cfg.renewInterval)
@@ -223,8 +248,11 @@ func (c *Client) closed() bool {
 	}
 }
 
-// isCluster reports whether keys must be grouped by hash slot.
-func (c *Client) isCluster() bool {
-	_, ok := c.rdb.(*redis.ClusterClient)
+// sameNode reports whether every key lives on one server, so that one script
+// may touch keys of any slot: true for *redis.Client (also what Sentinel's
+// failover client is). Cluster clients, and any client dlock does not know
+// (a wrapper, say), get scripts whose keys share one hash slot.
+func (c *Client) sameNode() bool {
+	_, ok := c.rdb.(*redis.Client)
 	return ok
 }

@@ -30,6 +30,8 @@ func newMini(t *testing.T, opts ...Option) (*Client, *miniredis.Miniredis, *redi
 func TestNewRejectsBadInput(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
 	var typedNil *redis.Client
 	cases := []struct {
 		name string
@@ -46,6 +48,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"renew interval equal to timeout", rdb, []Option{WithWatchdogTimeout(time.Second), WithRenewInterval(time.Second)}, "below the watchdog timeout"},
 		{"renew interval above timeout", rdb, []Option{WithWatchdogTimeout(time.Second), WithRenewInterval(2 * time.Second)}, "below the watchdog timeout"},
 		{"renew interval above default timeout", rdb, []Option{WithRenewInterval(time.Minute)}, "below the watchdog timeout"},
+		{"renew interval leaving no time to renew", rdb, []Option{WithWatchdogTimeout(100 * time.Millisecond), WithRenewInterval(99 * time.Millisecond)}, "no time to renew"},
+		{"ring", ring, nil, "Ring"},
 		{"nil backoff", rdb, []Option{WithBackOff(nil)}, "WithBackOff"},
 		{"zero batch size", rdb, []Option{WithRenewBatchSize(0)}, "batch size"},
 		{"zero close timeout", rdb, []Option{WithCloseTimeout(0)}, "close timeout"},
@@ -85,7 +89,7 @@ func TestDefaultBackOffSteps(t *testing.T) {
 	var prev time.Duration
 	for i := range 20 {
 		d := b.NextBackOff()
-		if d == backoff.Stop || d <= 0 || d > DefaultBackOffMax*3/2 {
+		if d == backoff.Stop || d <= 0 || d > DefaultBackOffMax {
 			t.Fatalf("step %d = %v", i, d)
 		}
 		if i == 0 && (d < DefaultBackOffInitial/2 || d > DefaultBackOffInitial*3/2) {
@@ -133,3 +137,46 @@ func TestMiniredisLockUnlock(t *testing.T) {
 		t.Fatal("key left after Unlock")
 	}
 }
+
+// A BackOff factory that returns nil, or a BackOff with negative steps, does
+// not panic or spin: the default applies.
+func TestBrokenBackOffFallsBack(t *testing.T) {
+	ctx := context.Background()
+	for name, f := range map[string]func() backoff.BackOff{
+		"nil":      func() backoff.BackOff { return nil },
+		"negative": func() backoff.BackOff { return backoff.NewConstantBackOff(-time.Second) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, _, rdb := newMini(t, WithBackOff(f))
+			rdb.Set(ctx, "lock:bo", "00000000-0000-4000-8000-000000000000", 0)
+			start := time.Now()
+			ok, err := c.NewMutex("lock:bo").TryLock(ctx, 50*time.Millisecond)
+			require.NoError(t, err)
+			require.False(t, ok)
+			require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+		})
+	}
+}
+
+// A client dlock does not know (here a wrapper around a single-node client)
+// gets renewal batches of one hash slot each, which a cluster needs.
+func TestPlanGroupsBySlotForUnknownClients(t *testing.T) {
+	inner := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer inner.Close()
+	c, err := New(wrapped{inner}, WithRenewBatchSize(100))
+	require.NoError(t, err)
+	defer c.Close()
+	require.False(t, c.sameNode())
+	batch := []*entry{{kind: kindRenew, key: "a", slot: slotOf("a")}, {kind: kindRenew, key: "b", slot: slotOf("b")},
+		{kind: kindRenew, key: "{a}x", slot: slotOf("{a}x")}}
+	calls := c.w.plan(batch)
+	require.Len(t, calls, 2, "keys of two slots make two calls")
+	require.Equal(t, []int{0, 2}, calls[0].idx)
+
+	single, err := New(inner, WithRenewBatchSize(100))
+	require.NoError(t, err)
+	defer single.Close()
+	require.Len(t, single.w.plan(batch), 1, "one server: one call for every slot")
+}
+
+type wrapped struct{ *redis.Client }

@@ -17,8 +17,9 @@ type hold struct {
 	fence  int64
 	ctx    context.Context
 	cancel context.CancelCauseFunc // ends the hold with its reason
-	// unwatch stops the hook that releases the lock when the Lock context ends.
-	unwatch func() bool
+	// stopHook stops the hook that releases the lock when the Lock context
+	// ends; guarded by the watchdog's mu, and called when the hold ends.
+	stopHook func() bool
 	// deadline is the local end of the lease, in nanoseconds since the
 	// watchdog's epoch: the start of the last confirmed acquire or renewal
 	// plus the lease, minus a margin for clock drift.

@@ -80,11 +80,15 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	st, err := forceUnlockScript.Run(ctx, m.c.rdb, m.keys[:1]).Int64()
+	v, err := forceUnlockScript.Run(ctx, m.c.rdb, m.keys[:1]).Result()
 	if err != nil {
 		return false, redisErr("force unlock", m.name, err)
 	}
-	switch st {
+	r, err := parseStatus("force_unlock", v)
+	if err != nil {
+		return false, err
+	}
+	switch r.status {
 	case 0:
 		return false, nil
 	case 1:
@@ -94,6 +98,6 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		m.c.log.Info("dlock: lock force-unlocked", "name", m.name)
 		return true, nil
 	default:
-		return false, fmt.Errorf("dlock: force unlock: %w", wrongType(m.name, "string"))
+		return false, fmt.Errorf("dlock: force unlock: %w", wrongType(m.name, r.kind))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -109,8 +110,7 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 		return false, nil, false
 	}
 	if h.ctx.Err() != nil {
-		return false, fmt.Errorf("dlock: lock %s: the handle's hold has ended, Unlock it before locking again: %w",
-			quote(m.name), context.Cause(h.ctx)), true
+		return false, endedHoldErr(h), true
 	}
 	start := m.c.w.now()
 	v, err := renewScript.Run(ctx, m.c.rdb, m.keys[:1], leaseArg(h.ent.lease), h.token).Result()
@@ -131,11 +131,22 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 	m.c.w.confirmed(h, start)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.h != h || h.ctx.Err() != nil {
+	switch {
+	case m.h != h:
 		return false, nil, false // unlocked meanwhile: acquire afresh
+	case h.ctx.Err() != nil:
+		return false, endedHoldErr(h), true // ended meanwhile
 	}
 	h.count++
 	return true, nil, true
+}
+
+// endedHoldErr is what Lock on a reentrant handle returns while the handle
+// still has a hold that ended (lost, or its Lock context ended) and that no
+// Unlock has cleared yet.
+func endedHoldErr(h *hold) error {
+	return fmt.Errorf("dlock: lock %s: the handle's hold has ended, Unlock it before locking again: %w",
+		quote(h.name), context.Cause(h.ctx))
 }
 
 // acquire runs the acquire script until it grants the lock, waiting between
@@ -145,17 +156,28 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time.Time) (*hold, error) {
 	lease, renew := m.leaseTime()
 	leaseMs := leaseArg(lease)
+	// One token for every attempt of this call: a retry after a lost reply
+	// finds its own token and is granted (acquire.lua). If an attempt's outcome
+	// stays unknown when the call gives up, the token is deleted in the
+	// background, so an orphan does not block others for a whole lease.
 	token := newToken()
 	var (
 		bo      backoff.BackOff
 		t       *time.Timer
 		lastErr error
+		unknown bool // an attempt may have set the key
 	)
 	defer func() {
 		if t != nil {
 			t.Stop()
 		}
 	}()
+	giveUp := func(err error) (*hold, error) {
+		if unknown {
+			c.w.orphanAcquire(m.name, token, lease)
+		}
+		return nil, err
+	}
 	for {
 		start := c.w.now()
 		v, err := acquireScript.Run(ctx, c.rdb, m.keys, token, leaseMs).Result()
@@ -164,30 +186,24 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 			r, perr := parseAcquire(v)
 			switch {
 			case perr != nil:
-				c.w.orphan(m.name, token, lease)
-				return nil, perr
+				unknown = true
+				return giveUp(perr)
 			case r.status == 1:
 				return c.grant(ctx, m, token, r.value, start, lease, renew)
 			case r.status < 0:
-				return nil, wrongType(m.name, r.kind)
+				return giveUp(wrongType(m.name, r.kind))
 			}
 			lastErr = nil
 			if r.value >= 0 {
 				pttl = time.Duration(r.value) * time.Millisecond
 			}
 		} else {
-			var rerr redis.Error
-			if !errors.As(err, &rerr) {
-				// The script may have run: delete its key in the background if so,
-				// and use a new token from now on.
-				c.w.orphan(m.name, token, lease)
-				token = newToken()
-			}
+			unknown = unknown || mayHaveRun(err)
 			if ctx.Err() != nil {
-				return nil, ctxErr(ctx, "lock", m.name, err)
+				return giveUp(ctxErr(ctx, "lock", m.name, err))
 			}
 			if !isTransient(err) {
-				return nil, redisErr("lock", m.name, err)
+				return giveUp(redisErr("lock", m.name, err))
 			}
 			lastErr = err
 			c.log.Debug("dlock: acquire failed, retrying", "name", m.name, "error", err)
@@ -197,16 +213,18 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		if bounded {
 			if left = time.Until(until); left <= 0 {
 				if lastErr != nil {
-					return nil, redisErr("lock", m.name, lastErr)
+					return giveUp(redisErr("lock", m.name, lastErr))
 				}
-				return nil, nil
+				return giveUp(nil)
 			}
 		}
 		if bo == nil {
-			bo = c.cfg.backOff()
+			if bo = c.cfg.backOff(); bo == nil {
+				bo = DefaultBackOff()
+			}
 		}
 		d := bo.NextBackOff()
-		if d == backoff.Stop {
+		if d < 0 { // backoff.Stop, or a broken BackOff
 			d = DefaultBackOffMax
 		}
 		if pttl >= 0 && pttl < d {
@@ -221,11 +239,23 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return nil, ctxErr(ctx, "lock", m.name, lastErr)
+			return giveUp(ctxErr(ctx, "lock", m.name, lastErr))
 		case <-c.closing:
-			return nil, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
+			return giveUp(fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed))
 		}
 	}
+}
+
+// mayHaveRun reports whether a command that failed with err may still have
+// reached Redis and run: not when Redis answered with an error, nor when no
+// connection was made.
+func mayHaveRun(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) {
+		return false
+	}
+	var op *net.OpError
+	return !(errors.As(err, &op) && op.Op == "dial")
 }
 
 // grant turns a granted acquire into a watched hold bound to ctx.
@@ -240,7 +270,7 @@ func (c *Client) grant(ctx context.Context, m *Mutex, token string, fence, start
 		return nil, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
 	}
 	if ctx.Done() != nil {
-		h.unwatch = context.AfterFunc(ctx, func() { c.w.released(h) })
+		c.w.hook(h, context.AfterFunc(ctx, func() { c.w.released(h) }))
 	}
 	if ctx.Err() != nil { // ended as it was granted: the hook above releases it
 		return nil, ctxErr(ctx, "lock", m.name, nil)

@@ -49,19 +49,19 @@ type call struct {
 	cmd *redis.Cmd
 }
 
-// plan groups a pass into calls: renewals by slot on a cluster (everything
-// together elsewhere), cut at the batch size; each orphan on its own.
+// plan groups a pass into calls: renewals by hash slot unless every key lives
+// on one server, cut at the batch size; each orphan on its own.
 func (w *watchdog) plan(batch []*entry) []call {
 	var calls []call
 	open := map[uint16]int{} // slot group -> index in calls of its open batch
-	cluster := w.c.isCluster()
+	bySlot := !w.c.sameNode()
 	for i, e := range batch {
 		if e.kind == kindOrphan {
 			calls = append(calls, call{idx: []int{i}})
 			continue
 		}
 		g := uint16(0)
-		if cluster {
+		if bySlot {
 			g = e.slot
 		}
 		j, ok := open[g]

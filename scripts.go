@@ -48,21 +48,25 @@ func loadScripts(ctx context.Context, rdb redis.Scripter) error {
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// acquireReply is the outcome of one run of acquire.lua.
+// acquireReply is the outcome of one run of acquire.lua (or of another
+// script answering {status, integer or type}).
 type acquireReply struct {
 	status int64  // 1 acquired, 0 busy, -1 foreign data
 	value  int64  // the fencing token when acquired, else the key's PTTL in ms
 	kind   string // the key's type when status is -1
 }
 
-func parseAcquire(v any) (acquireReply, error) {
+// parseAcquire reads a {status, integer or type} reply of script.
+func parseAcquire(v any) (acquireReply, error) { return parseStatus("acquire", v) }
+
+func parseStatus(script string, v any) (acquireReply, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 2 {
-		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from acquire script: %v", v)
+		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
 	}
 	st, ok := arr[0].(int64)
 	if !ok {
-		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from acquire script: %v", v)
+		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
 	}
 	r := acquireReply{status: st}
 	switch x := arr[1].(type) {
@@ -71,14 +75,14 @@ func parseAcquire(v any) (acquireReply, error) {
 	case string:
 		r.kind = x
 	default:
-		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from acquire script: %v", v)
+		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
 	}
 	return r, nil
 }
 
 // wrongType reports that the key called name holds data dlock did not write.
 func wrongType(name, kind string) error {
-	if kind == "string" {
+	if kind == "string" || kind == "foreign" {
 		return fmt.Errorf("%w: key %s holds a string that is not a dlock token", ErrWrongType, quote(name))
 	}
 	return fmt.Errorf("%w: key %s holds a %s (WRONGTYPE)", ErrWrongType, quote(name), kind)

@@ -16,7 +16,9 @@ import (
 // was lost, ErrClosed when Client.Close ended it, and ErrNotHeld when the
 // handle holds nothing. If Redis cannot be reached, renewal stops, the error
 // is returned, and the delete is retried in the background until the lease
-// runs out. In every case the handle is free for the next Lock afterwards.
+// runs out. In every case the handle is free for the next Lock afterwards:
+// after a loss, one Unlock clears a reentrant handle whatever its count (later
+// ones return ErrNotHeld).
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
@@ -28,9 +30,14 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	h := m.h
 	if h == nil {
 		m.mu.Unlock()
+		if m.c.closed() {
+			return fmt.Errorf("dlock: unlock %s: %w", quote(m.name), ErrClosed)
+		}
 		return fmt.Errorf("dlock: unlock %s: %w", quote(m.name), ErrNotHeld)
 	}
-	if h.count > 1 {
+	// A reentrant hold counts down; one that has ended is cleared at once,
+	// whatever its count, so the handle is free for the next Lock.
+	if h.count > 1 && h.ctx.Err() == nil {
 		h.count--
 		m.mu.Unlock()
 		return endedErr(h)
@@ -65,9 +72,6 @@ func endedErr(h *hold) error {
 
 // release ends a hold for Unlock and deletes its key if it is still ours.
 func (c *Client) release(ctx context.Context, h *hold) error {
-	if h.unwatch != nil {
-		h.unwatch()
-	}
 	if !c.w.unwatch(h) {
 		return endedErr(h)
 	}

@@ -63,15 +63,22 @@ type entry struct {
 	end     int64 // the hold's deadline, or when an orphan is given up
 	busy    bool  // queued for or in the renewer
 	trouble bool  // the last renewal failed to reach Redis (logged once)
+	recheck uint8 // orphans: how often to look again after finding no key
 	index   int   // position in the heap; -1 when not watched
+}
+
+// wantsWork reports whether the entry waits for a renewal or release attempt
+// at due (rather than only for its deadline at end).
+func (e *entry) wantsWork() bool {
+	return !e.busy && e.kind != kindFixed && e.due < e.end
 }
 
 // at is the entry's next event.
 func (e *entry) at() int64 {
-	if e.busy || e.kind == kindFixed || e.due > e.end {
-		return e.end
+	if e.wantsWork() {
+		return e.due
 	}
-	return e.due
+	return e.end
 }
 
 // result is the outcome of one entry's renewal or release in a pass.
@@ -150,6 +157,18 @@ func (w *watchdog) confirmed(h *hold, start int64) {
 	heap.Fix(&w.q, e.index)
 }
 
+// hook records the stop function of the hook that releases h when its Lock
+// context ends, and stops it at once if h has already ended.
+func (w *watchdog) hook(h *hold, stop func() bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h.ent.index < 0 {
+		stop()
+		return
+	}
+	h.stopHook = stop
+}
+
 // unwatch stops watching h and reports whether it was still watched, that is,
 // whether it had not yet ended by loss, by its context or by Close.
 func (w *watchdog) unwatch(h *hold) bool {
@@ -159,40 +178,53 @@ func (w *watchdog) unwatch(h *hold) bool {
 	if e.index < 0 {
 		return false
 	}
-	heap.Remove(&w.q, e.index)
+	w.drop(e)
 	return true
+}
+
+// drop removes a hold's entry from the heap and stops its context hook.
+// Called with mu held.
+func (w *watchdog) drop(e *entry) {
+	if e.index >= 0 {
+		heap.Remove(&w.q, e.index)
+	}
+	if e.h != nil && e.h.stopHook != nil {
+		e.h.stopHook()
+		e.h.stopHook = nil
+	}
 }
 
 // released handles a hold whose Lock context ended: it stops watching it and
 // deletes its key in the background.
 func (w *watchdog) released(h *hold) {
-	if w.unwatch(h) {
-		w.orphan(h.name, h.token, h.ent.lease)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := &h.ent; e.index >= 0 {
+		w.drop(e)
+		w.pushOrphan(e.key, e.token, e.slot, e.lease, 0)
 	}
 }
 
-// orphan queues a best-effort, token-checked delete of key, retried until the
-// lease it may have been set with has run out. It is used when an acquire's
-// outcome is unknown, when Unlock could not reach Redis, and for holds that
-// ended while their key might still be set.
+// orphan queues a best-effort, token-checked delete of key, retried while
+// Redis cannot be reached until the lease it may have been set with has run
+// out. It is used when Unlock could not reach Redis.
 func (w *watchdog) orphan(key, token string, lease time.Duration) {
-	now := w.now()
-	e := &entry{kind: kindOrphan, key: key, token: token, slot: slotOf(key), lease: lease,
-		due: now, end: now + int64(lease), index: -1}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return
-	}
-	heap.Push(&w.q, e)
-	signal(w.kick)
+	w.pushOrphan(key, token, slotOf(key), lease, 0)
+}
+
+// orphanAcquire queues the delete of a token whose acquire may still be on
+// its way to Redis: finding no key, it looks again a few times.
+func (w *watchdog) orphanAcquire(key, token string, lease time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pushOrphan(key, token, slotOf(key), lease, 3)
 }
 
 // lose ends a watched hold as lost. Called with mu held.
 func (w *watchdog) lose(e *entry, why string) {
-	if e.index >= 0 {
-		heap.Remove(&w.q, e.index)
-	}
+	w.drop(e)
 	e.h.cancel(lostErr(e.key, why))
 	key := e.key
 	w.note(func() { w.c.log.Warn("dlock: lock lost", "name", key, "reason", why) })
@@ -244,7 +276,7 @@ func (w *watchdog) tick() (time.Duration, bool) {
 		switch {
 		case e.end <= now:
 			w.expire(e)
-		case e.at() <= now+int64(w.slack) && e.at() == e.due:
+		case e.wantsWork() && e.due <= now+int64(w.slack):
 			e.busy = true
 			w.pending = append(w.pending, e)
 			heap.Fix(&w.q, 0)
@@ -270,14 +302,19 @@ func (w *watchdog) expire(e *entry) {
 		}
 		w.lose(e, why)
 		// A renewal may have landed unconfirmed: delete the key if it is still ours.
-		w.pushOrphan(e.key, e.token, e.slot, e.lease)
+		w.pushOrphan(e.key, e.token, e.slot, e.lease, 0)
 	}
 }
 
-func (w *watchdog) pushOrphan(key, token string, slot uint16, lease time.Duration) {
+// pushOrphan queues an orphan delete due now. Called with mu held.
+func (w *watchdog) pushOrphan(key, token string, slot uint16, lease time.Duration, recheck uint8) {
+	if w.closed {
+		return
+	}
 	now := w.now()
 	heap.Push(&w.q, &entry{kind: kindOrphan, key: key, token: token, slot: slot, lease: lease,
-		due: now, end: now + int64(lease), index: -1})
+		due: now, end: now + int64(lease), recheck: recheck, index: -1})
+	signal(w.kick)
 }
 
 // renewer is the goroutine that runs passes against Redis.
@@ -328,12 +365,17 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) {
 			// No longer watched: it ended while the pass was in flight. If the
 			// renewal extended a key that is no longer ours to hold, delete it.
 			if e.kind == kindRenew && r.err == nil && r.status == 1 && errors.Is(e.h.endErr(), ErrLockLost) {
-				w.pushOrphan(e.key, e.token, e.slot, e.lease)
+				w.pushOrphan(e.key, e.token, e.slot, e.lease, 0)
 			}
 			continue
 		}
 		if e.kind == kindOrphan {
-			if r.err != nil && now+int64(w.retry) < e.end {
+			again := r.err != nil && isTransient(r.err)
+			if r.err == nil && r.status == 0 && e.recheck > 0 {
+				e.recheck--
+				again = true
+			}
+			if again && now+int64(w.retry) < e.end {
 				e.due = now + int64(w.retry)
 				heap.Fix(&w.q, e.index)
 			} else {
@@ -342,6 +384,8 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) {
 			continue
 		}
 		switch {
+		case r.err != nil && !isTransient(r.err):
+			w.lose(e, "Redis refused the renewal: "+r.err.Error())
 		case r.err != nil:
 			if !e.trouble {
 				e.trouble = true
@@ -394,6 +438,7 @@ func (w *watchdog) close(ctx context.Context) error {
 	entries := make([]*entry, 0, w.q.Len())
 	for _, e := range w.q {
 		e.index = -1
+		w.drop(e)
 		entries = append(entries, e)
 	}
 	w.q = w.q[:0]

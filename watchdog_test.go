@@ -275,3 +275,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A fixed lease whose deadline falls exactly on the renew interval must not
+// make the scheduler spin (it is never renewed, whatever the numbers).
+func TestWatchdogFixedLeaseOnIntervalBoundaryDoesNotSpin(t *testing.T) {
+	f := newWatchdogFixture(t)
+	lease := wdInterval + leaseMargin(wdInterval) // deadline - start == interval, near enough
+	for leaseEnd(0, lease) < int64(wdInterval) {
+		lease++
+	}
+	for leaseEnd(0, lease) > int64(wdInterval) {
+		lease--
+	}
+	m := f.lock("edge", WithLeaseTime(lease))
+	f.clk.Advance(wdInterval - f.c.w.slack/2)
+	f.lock("other") // kicks the scheduler inside the slack window
+	f.noPass()
+	f.clk.Advance(f.c.w.slack)
+	waitClosed(t, m.Done(), "the fixed lease's end")
+}

@@ -141,3 +141,23 @@ func (h *loseFirstEvalReply) ProcessHook(next redis.ProcessHook) redis.ProcessHo
 		return err
 	}
 }
+
+// A retry after a lost reply keeps its token, finds the key it set, and is
+// granted: no orphan, no wait for a lease.
+func TestRetryAfterLostReplyIsGranted(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := srv.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	rdb.AddHook(&loseFirstEvalReply{})
+	c := newClient(t, rdb, dlock.WithWatchdogTimeout(30*time.Second), dlock.WithRenewInterval(10*time.Second))
+	ctx := ctxT(t)
+	m := c.NewMutex("lock:retry-own")
+	start := time.Now()
+	ok, err := m.TryLock(ctx, 5*time.Second)
+	if !ok || err != nil {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("granted after %v: the retry waited on its own key", el)
+	}
+	_ = m.Unlock(ctx)
+}

@@ -132,3 +132,29 @@ func TestFencingRejectsLateWriteInPostgres(t *testing.T) {
 		t.Fatalf("row = %q, %d; want the new holder's write", status, tok)
 	}
 }
+
+// A counter that went back (a failover to a replica that missed increments,
+// a restored backup) still yields tokens above every earlier one: never below
+// the server clock in microseconds.
+func TestFencingCounterThatWentBackStillIncreases(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := ctxT(t)
+	m := c.NewMutex("lock:stale")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := m.FencingToken()
+	_ = m.Unlock(ctx)
+	keys := rdb.Keys(ctx, "dlock:fence:*").Val()
+	if len(keys) != 1 {
+		t.Fatalf("counters: %v", keys)
+	}
+	rdb.Set(ctx, keys[0], 5, 0) // the counter went back
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.FencingToken() <= first {
+		t.Fatalf("token %d after the counter went back, not above %d", m.FencingToken(), first)
+	}
+	_ = m.Unlock(ctx)
+}

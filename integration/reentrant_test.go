@@ -83,3 +83,29 @@ func TestReentrantRelockDetectsLoss(t *testing.T) {
 	}
 	_ = m.Unlock(ctx)
 }
+
+// After a loss, one Unlock clears a reentrant handle whatever its count.
+func TestReentrantUnlockAfterLossClearsHandle(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := ctxT(t)
+	m := c.NewMutex("lock:re-clear", dlock.WithReentrant())
+	for range 3 {
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb.Del(ctx, "lock:re-clear")
+	if !closedWithin(m.Done(), renew+time.Second) {
+		t.Fatal("loss not reported")
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock = %v, want ErrLockLost", err)
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("second Unlock = %v, want ErrNotHeld", err)
+	}
+	if ok, err := m.TryLock(ctx, time.Second); !ok || err != nil {
+		t.Fatalf("TryLock after clearing = %v, %v", ok, err)
+	}
+	_ = m.Unlock(ctx)
+}

@@ -7,14 +7,22 @@
 --           ARGV[1] (a call the client retried after a lost reply);
 --         {0, pttl} when another token holds the lock (-1: the key has no expiry);
 --         {-1, type} when the key holds data that dlock did not write.
+-- The next token is the counter plus one, but never below the server clock in
+-- microseconds: a counter that was lost (a restart without persistence) or
+-- that went back (a failover to a replica that missed the last increments,
+-- an old backup) resumes above every token handed out before.
 local function fence()
-  if redis.call('EXISTS', KEYS[2]) == 0 then
-    -- A lost counter restarts from the server clock in microseconds, above any
-    -- token handed out before, so tokens keep increasing across a restart.
-    local t = redis.call('TIME')
-    redis.call('SET', KEYS[2], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
+  local f = redis.pcall('INCR', KEYS[2])
+  if type(f) == 'table' then
+    return f
   end
-  return redis.pcall('INCR', KEYS[2])
+  local t = redis.call('TIME')
+  local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+  if f < tonumber(now) then
+    redis.call('SET', KEYS[2], now)
+    return tonumber(now)
+  end
+  return f
 end
 
 local function granted()

@@ -1,17 +1,17 @@
 -- force_unlock: delete a lock whatever its token (an operator's override).
 -- KEYS[1]  the lock key
--- Returns 1 deleted; 0 the key does not exist;
---         -1 the key holds data that dlock did not write (left untouched).
+-- Returns {1, 'string'} deleted; {0, 'none'} the key does not exist;
+--         {-1, type} the key holds data that dlock did not write (left untouched).
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
-  return 0
+  return {0, kind}
 end
 if kind ~= 'string' or redis.call('STRLEN', KEYS[1]) ~= 36 then
-  return -1
+  return {-1, kind}
 end
 local v = redis.call('GET', KEYS[1])
 if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') then
-  return -1
+  return {-1, kind}
 end
 redis.call('DEL', KEYS[1])
-return 1
+return {1, kind}
