@@ -223,12 +223,16 @@ func TestWatchdogReleasesKeyExtendedAfterLoss(t *testing.T) {
 	f.clk.Advance(wdTimeout)
 	waitClosed(t, m.Done(), "Done")
 	p.answer(1, nil)
-	// The loss queued a release of the token, and so does the late success.
-	for range 2 {
+	// The loss queued a release of the token, and so does the late success:
+	// two releases, in one pass or two.
+	for seen := 0; seen < 2; {
 		f.clk.Advance(f.c.w.retry)
 		q := f.nextPass()
-		if len(q.batch) != 1 || q.batch[0].kind != kindOrphan || q.batch[0].key != "late" {
-			t.Fatalf("pass after the loss = %+v, want an orphan release of the key", q.batch)
+		for _, e := range q.batch {
+			if e.kind != kindOrphan || e.key != "late" {
+				t.Fatalf("pass after the loss holds %+v, want orphan releases of the key", e)
+			}
+			seen++
 		}
 		q.answer(1, nil)
 	}
