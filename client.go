@@ -33,6 +33,8 @@ type Client struct {
 	log *slog.Logger
 	clk clock
 	w   *watchdog
+	n   *notifier // nil WithoutPubSub
+	pub string    // how releases are announced: "p" PUBLISH, "s" SPUBLISH, "" not
 
 	closing   chan struct{} // closed by Close: waiters stop waiting
 	closeOnce sync.Once
@@ -47,6 +49,7 @@ type config struct {
 	clock           clock
 	batchSize       int
 	closeTimeout    time.Duration
+	noPubSub        bool
 	errs            []error // invalid options, reported by New
 }
 
@@ -116,6 +119,15 @@ func WithCloseTimeout(d time.Duration) Option {
 		}
 		c.closeTimeout = d
 	}
+}
+
+// WithoutPubSub turns notices off: releases are not announced and waiters
+// wait by backoff alone (capped by the holder's remaining lease), as
+// Redisson's spin lock does, for deployments that forbid pub/sub. Waiters on
+// other Clients that use notices still acquire; they only learn of this
+// Client's releases by backoff.
+func WithoutPubSub() Option {
+	return func(c *config) { c.noPubSub = true }
 }
 
 // withClock replaces the watchdog's clock (tests only).
@@ -205,6 +217,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{rdb: rdb, cfg: cfg, log: log, clk: cfg.clock, closing: make(chan struct{})}
+	if !cfg.noPubSub {
+		c.n = newNotifier(c)
+		c.pub = "p"
+		if _, ok := rdb.(*redis.ClusterClient); ok {
+			c.pub = "s" // PUBLISH would be broadcast to every node
+		}
+	}
 	c.w = newWatchdog(c)
 	return c, nil
 }
@@ -229,6 +248,9 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		first = true
 		close(c.closing)
+		if c.n != nil {
+			c.n.close()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)
 		defer cancel()
 		c.closeErr = c.w.close(ctx)

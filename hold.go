@@ -12,8 +12,9 @@ import (
 // (ErrLockLost, ErrClosed, the Lock context's own cause, or errUnlocked).
 type hold struct {
 	c      *Client
-	name   string
-	token  string
+	name    string
+	relKeys []string // the release script's KEYS: lock, notice channel
+	token   string
 	fence  int64
 	ctx    context.Context
 	cancel context.CancelCauseFunc // ends the hold with its reason

@@ -80,7 +80,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	v, err := forceUnlockScript.Run(ctx, m.c.rdb, m.keys[:1]).Result()
+	v, err := forceUnlockScript.Run(ctx, m.c.rdb, m.relKeys, m.c.pub).Result()
 	if err != nil {
 		return false, redisErr("force unlock", m.name, err)
 	}

@@ -165,11 +165,16 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		bo      backoff.BackOff
 		t       *time.Timer
 		lastErr error
-		unknown bool // an attempt may have set the key
+		unknown bool    // an attempt may have set the key
+		sub     *waiter // subscribed to release notices of the name
+		joined  bool    // tried to subscribe
 	)
 	defer func() {
 		if t != nil {
 			t.Stop()
+		}
+		if sub != nil {
+			c.n.leave(sub)
 		}
 	}()
 	giveUp := func(err error) (*hold, error) {
@@ -218,6 +223,19 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 				return giveUp(nil)
 			}
 		}
+		// Before the second attempt, subscribe to the name's release notices:
+		// a release between the first attempt and the subscription is then
+		// seen by the second attempt, and any later one is announced.
+		if !joined && lastErr == nil && c.n != nil {
+			joined = true
+			if sub = c.n.join(ctx, m.name, left); sub != nil {
+				continue
+			}
+		}
+		var woken <-chan struct{}
+		if sub != nil {
+			woken = sub.ch
+		}
 		if bo == nil {
 			if bo = c.cfg.backOff(); bo == nil {
 				bo = DefaultBackOff()
@@ -238,6 +256,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		}
 		select {
 		case <-t.C:
+		case <-woken:
 		case <-ctx.Done():
 			return giveUp(ctxErr(ctx, "lock", m.name, lastErr))
 		case <-c.closing:
@@ -260,13 +279,13 @@ func mayHaveRun(err error) bool {
 
 // grant turns a granted acquire into a watched hold bound to ctx.
 func (c *Client) grant(ctx context.Context, m *Mutex, token string, fence, start int64, lease time.Duration, renew bool) (*hold, error) {
-	h := &hold{c: c, name: m.name, token: token, fence: fence}
+	h := &hold{c: c, name: m.name, relKeys: m.relKeys, token: token, fence: fence}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	if err := c.w.watch(h, start, lease, renew); err != nil {
 		h.cancel(ErrClosed)
 		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)
 		defer cancel()
-		_ = releaseScript.Run(rctx, c.rdb, m.keys[:1], token).Err()
+		_ = releaseScript.Run(rctx, c.rdb, m.relKeys, token, c.pub).Err()
 		return nil, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
 	}
 	if ctx.Done() != nil {

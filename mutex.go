@@ -25,6 +25,7 @@ type Mutex struct {
 	c         *Client
 	name      string
 	keys      []string      // {name, fencing counter}: the acquire script's KEYS
+	relKeys   []string      // {name, notice channel}: the release script's KEYS
 	lease     time.Duration // fixed lease, or 0: the watchdog's
 	reentrant bool
 	err       error // set when the handle is invalid; returned by every call
@@ -80,6 +81,7 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 	}
 	if m.err == nil {
 		m.keys = []string{name, fenceKey(name)}
+		m.relKeys = []string{name, noticeChannel(name)}
 	}
 	return m
 }

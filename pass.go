@@ -19,7 +19,7 @@ func (w *watchdog) run(ctx context.Context, batch []*entry) []result {
 	for attempt := 0; ; attempt++ {
 		_, _ = w.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range calls {
-				calls[i].send(ctx, p, batch, w.c.cfg.watchdogTimeout)
+				calls[i].send(ctx, p, batch, w.c.cfg.watchdogTimeout, w.c.pub)
 			}
 			return nil
 		})
@@ -75,10 +75,10 @@ func (w *watchdog) plan(batch []*entry) []call {
 	return calls
 }
 
-func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration) {
+func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration, pub string) {
 	first := batch[c.idx[0]]
 	if first.kind == kindOrphan {
-		c.cmd = p.EvalSha(ctx, releaseScript.Hash(), []string{first.key}, first.token)
+		c.cmd = p.EvalSha(ctx, releaseScript.Hash(), []string{first.key, noticeChannel(first.key)}, first.token, pub)
 		return
 	}
 	keys := make([]string, len(c.idx))

@@ -75,7 +75,7 @@ func (c *Client) release(ctx context.Context, h *hold) error {
 	if !c.w.unwatch(h) {
 		return endedErr(h)
 	}
-	st, err := releaseScript.Run(ctx, c.rdb, []string{h.name}, h.token).Int64()
+	st, err := releaseScript.Run(ctx, c.rdb, h.relKeys, h.token, c.pub).Int64()
 	if err != nil {
 		c.w.orphan(h.name, h.token, h.ent.lease)
 		h.cancel(errUnlocked)

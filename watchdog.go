@@ -31,6 +31,7 @@ type watchdog struct {
 	pending []*entry // due, waiting for the renewer
 	closed  bool
 	notes   []func() // log lines to write once mu is released
+	wakeAt  int64    // when the scheduler will next wake by itself
 
 	kick  chan struct{} // wakes the scheduler
 	ready chan struct{} // wakes the renewer
@@ -134,7 +135,9 @@ func (w *watchdog) watch(h *hold, start int64, lease time.Duration, renew bool) 
 		return ErrClosed
 	}
 	heap.Push(&w.q, e)
-	signal(w.kick)
+	if e.at() < w.wakeAt { // else the scheduler wakes in time by itself
+		signal(w.kick)
+	}
 	return nil
 }
 
@@ -252,6 +255,7 @@ func (w *watchdog) schedule() {
 	for {
 		w.mu.Lock()
 		next, work := w.tick()
+		w.wakeAt = w.now() + int64(next)
 		w.unlock()
 		if work {
 			signal(w.ready)
@@ -314,7 +318,9 @@ func (w *watchdog) pushOrphan(key, token string, slot uint16, lease time.Duratio
 	now := w.now()
 	heap.Push(&w.q, &entry{kind: kindOrphan, key: key, token: token, slot: slot, lease: lease,
 		due: now, end: now + int64(lease), recheck: recheck, index: -1})
-	signal(w.kick)
+	if now < w.wakeAt {
+		signal(w.kick)
+	}
 }
 
 // renewer is the goroutine that runs passes against Redis.

@@ -1,7 +1,10 @@
--- release: delete the lock only if it still holds our token.
+-- release: delete the lock only if it still holds our token, and announce it.
 -- KEYS[1]  the lock key
+-- KEYS[2]  the notice channel of the lock's hash slot: dlock:notice:{T}
 -- ARGV[1]  the token of our hold
--- Returns 1 deleted; 0 the key is gone (the lease ran out);
+-- ARGV[2]  how to announce: 'p' PUBLISH, 's' SPUBLISH (cluster), '' not at all
+-- Returns 1 deleted (and announced, with the lock's name as the message);
+--         0 the key is gone (the lease ran out);
 --         -1 another token holds it; -2 the key holds another Redis type.
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
@@ -14,4 +17,9 @@ if v ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
+if ARGV[2] == 'p' then
+  redis.call('PUBLISH', KEYS[2], KEYS[1])
+elseif ARGV[2] == 's' then
+  redis.call('SPUBLISH', KEYS[2], KEYS[1])
+end
 return 1

@@ -1,0 +1,329 @@
+package dlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// noticeChannel returns the channel on which releases of name are announced:
+// dlock:notice:{T}, one per hash slot (T is the slot's fencing tag), so it
+// lives in the lock's own slot and the number of channels stays bounded. The
+// message is the lock's name, so one channel serves every name of its slot.
+func noticeChannel(name string) string {
+	return "dlock:notice:" + fenceKey(name)[len(fencePrefix):]
+}
+
+// The notifier shares subscription connections among every waiter of a
+// Client: one connection per Redis server (per primary on a cluster, with
+// sharded pub/sub), reference-counted per channel, so waiting never costs a
+// connection per waiter or per name. A notice wakes one local waiter of its
+// name. Notices are hints: a waiter's sleep stays capped by the holder's PTTL
+// and the backoff, so a lost notice costs at most that sleep.
+type notifier struct {
+	c *Client
+
+	mu       sync.Mutex
+	conns    map[string]*subConn // by server address ("" for a single server)
+	closed   bool
+	degraded time.Time // until then, joins return at once: subscribing failed
+	wg       sync.WaitGroup
+}
+
+// subConn is one subscription connection and the channels it carries.
+type subConn struct {
+	ps      *redis.PubSub
+	chans   map[string]*subChan
+	started bool // its dispatcher runs (started after the first subscribe,
+	// so that a cluster connection goes to the node of its first channel)
+}
+
+// subChan is one subscribed channel.
+type subChan struct {
+	refs      int
+	confirmed bool
+	ready     chan struct{} // closed when the server first confirms
+	idleSince time.Time     // when refs dropped to 0
+	names     map[string]*waitList
+}
+
+// waitList is the local waiters of one name, in arrival order.
+type waitList struct{ ws []*waiter }
+
+// A waiter is one Lock call waiting for a notice.
+type waiter struct {
+	ch      chan struct{} // receives a wake-up; capacity 1
+	name    string
+	channel string
+	conn    *subConn
+}
+
+const (
+	// subscribeTimeout bounds how long a waiter waits for the server to
+	// confirm a subscription before it waits by backoff alone.
+	subscribeTimeout = time.Second
+	// degradedFor is how long the Client waits by backoff alone after a
+	// subscription was not confirmed (pub/sub refused, server unreachable).
+	degradedFor = 10 * time.Second
+	// subscriptionLinger keeps an unused channel subscribed for a while, so
+	// that a busy name does not subscribe and unsubscribe on every wait.
+	subscriptionLinger = 5 * time.Second
+)
+
+func newNotifier(c *Client) *notifier {
+	return &notifier{c: c, conns: map[string]*subConn{}}
+}
+
+// join registers a waiter for name and makes sure its channel is subscribed
+// and confirmed by the server, so that any release after join returns is
+// announced to it. It returns nil when notices are off, the Client is closing,
+// or the subscription could not be confirmed within the time left: the caller
+// then waits by backoff alone.
+func (n *notifier) join(ctx context.Context, name string, left time.Duration) *waiter {
+	channel := noticeChannel(name)
+	n.mu.Lock()
+	if n.closed || time.Now().Before(n.degraded) {
+		n.mu.Unlock()
+		return nil
+	}
+	sc, err := n.connFor(ctx, channel)
+	if err != nil {
+		n.degrade(err)
+		n.mu.Unlock()
+		return nil
+	}
+	ch := sc.chans[channel]
+	subscribe := ch == nil
+	if subscribe {
+		ch = &subChan{ready: make(chan struct{}), names: map[string]*waitList{}}
+		sc.chans[channel] = ch
+	}
+	ch.refs++
+	wl := ch.names[name]
+	if wl == nil {
+		wl = &waitList{}
+		ch.names[name] = wl
+	}
+	w := &waiter{ch: make(chan struct{}, 1), name: name, channel: channel, conn: sc}
+	wl.ws = append(wl.ws, w)
+	ready := ch.ready
+	n.mu.Unlock()
+
+	if subscribe {
+		err := n.subscribe(ctx, sc, channel)
+		n.mu.Lock()
+		if err != nil {
+			if sc.chans[channel] == ch {
+				delete(sc.chans, channel) // the next waiter tries again
+			}
+			n.degrade(err)
+		} else if !sc.started && !n.closed {
+			sc.started = true
+			msgs := sc.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+			n.wg.Add(1)
+			go n.dispatch(sc, msgs)
+		}
+		n.mu.Unlock()
+		if err != nil {
+			n.leave(w)
+			return nil
+		}
+	}
+	t := time.NewTimer(min(left, subscribeTimeout))
+	defer t.Stop()
+	select {
+	case <-ready:
+		return w
+	case <-t.C:
+		if left >= subscribeTimeout {
+			n.mu.Lock()
+			n.degrade(nil)
+			n.mu.Unlock()
+		}
+	case <-ctx.Done():
+	case <-n.c.closing:
+	}
+	n.leave(w)
+	return nil
+}
+
+// degrade makes joins return at once for a while. Called with mu held.
+func (n *notifier) degrade(err error) {
+	n.degraded = time.Now().Add(degradedFor)
+	n.c.log.Warn("dlock: pub/sub unavailable, waiting by backoff alone for a while",
+		"for", degradedFor, "error", err)
+}
+
+// connFor returns the subscription connection that carries channel, creating
+// it if needed. Called with mu held.
+func (n *notifier) connFor(ctx context.Context, channel string) (*subConn, error) {
+	addr := ""
+	if cc, ok := n.c.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, channel)
+		if err != nil {
+			return nil, err
+		}
+		addr = node.Options().Addr
+	}
+	if sc := n.conns[addr]; sc != nil {
+		return sc, nil
+	}
+	var ps *redis.PubSub
+	if cc, ok := n.c.rdb.(*redis.ClusterClient); ok {
+		ps = cc.SSubscribe(ctx) // connects to the node of its first channel
+	} else {
+		ps = n.c.rdb.Subscribe(ctx)
+	}
+	sc := &subConn{ps: ps, chans: map[string]*subChan{}}
+	n.conns[addr] = sc
+	return sc, nil
+}
+
+func (n *notifier) subscribe(ctx context.Context, sc *subConn, channel string) error {
+	if _, ok := n.c.rdb.(*redis.ClusterClient); ok {
+		return sc.ps.SSubscribe(ctx, channel)
+	}
+	return sc.ps.Subscribe(ctx, channel)
+}
+
+// leave unregisters w. A wake-up it received but did not use passes on to
+// the next waiter of its name.
+func (n *notifier) leave(w *waiter) {
+	if w == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch := w.conn.chans[w.channel]
+	if ch == nil || ch.names[w.name] == nil || !ch.names[w.name].has(w) {
+		return
+	}
+	if wl := ch.names[w.name]; wl != nil {
+		for i, x := range wl.ws {
+			if x == w {
+				wl.ws = append(wl.ws[:i], wl.ws[i+1:]...)
+				break
+			}
+		}
+		if len(w.ch) > 0 {
+			wl.wakeOne()
+		}
+		if len(wl.ws) == 0 {
+			delete(ch.names, w.name)
+		}
+	}
+	if ch.refs--; ch.refs == 0 {
+		ch.idleSince = time.Now()
+	}
+}
+
+func (wl *waitList) has(w *waiter) bool {
+	for _, x := range wl.ws {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// wakeOne wakes the first waiter that has no wake-up pending, and moves it to
+// the back so the next notice goes to another.
+func (wl *waitList) wakeOne() {
+	for i, w := range wl.ws {
+		select {
+		case w.ch <- struct{}{}:
+			copy(wl.ws[i:], wl.ws[i+1:])
+			wl.ws[len(wl.ws)-1] = w
+			return
+		default:
+		}
+	}
+}
+
+// dispatch delivers one connection's messages until it is closed, and drops
+// subscriptions that have been idle for a while.
+func (n *notifier) dispatch(sc *subConn, msgs <-chan any) {
+	defer n.wg.Done()
+	sweep := time.NewTicker(subscriptionLinger)
+	defer sweep.Stop()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			n.deliver(sc, m)
+		case <-sweep.C:
+			n.sweep(sc)
+		}
+	}
+}
+
+func (n *notifier) deliver(sc *subConn, m any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch m := m.(type) {
+	case *redis.Message:
+		if ch := sc.chans[m.Channel]; ch != nil {
+			if wl := ch.names[m.Payload]; wl != nil {
+				wl.wakeOne()
+			}
+		}
+	case *redis.Subscription:
+		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+			return
+		}
+		ch := sc.chans[m.Channel]
+		if ch == nil {
+			return
+		}
+		if !ch.confirmed {
+			ch.confirmed = true
+			close(ch.ready)
+			return
+		}
+		// Subscribed again after a reconnect: notices may have been lost
+		// meanwhile, so let one waiter of each name look again.
+		for _, wl := range ch.names {
+			wl.wakeOne()
+		}
+	}
+}
+
+// sweep unsubscribes channels that nobody has waited on for a while.
+func (n *notifier) sweep(sc *subConn) {
+	n.mu.Lock()
+	var idle []string
+	for name, ch := range sc.chans {
+		if ch.refs == 0 && time.Since(ch.idleSince) >= subscriptionLinger {
+			idle = append(idle, name)
+			delete(sc.chans, name)
+		}
+	}
+	n.mu.Unlock()
+	if len(idle) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	if _, ok := n.c.rdb.(*redis.ClusterClient); ok {
+		_ = sc.ps.SUnsubscribe(ctx, idle...)
+	} else {
+		_ = sc.ps.Unsubscribe(ctx, idle...)
+	}
+}
+
+// close ends every subscription connection and waits for their dispatchers.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	conns := n.conns
+	n.conns = map[string]*subConn{}
+	n.mu.Unlock()
+	for _, sc := range conns {
+		_ = sc.ps.Close()
+	}
+	n.wg.Wait()
+}
