@@ -11,13 +11,13 @@ import (
 // and a context that ends when the hold ends, with the reason as its cause
 // (ErrLockLost, ErrClosed, the Lock context's own cause, or errUnlocked).
 type hold struct {
-	c      *Client
+	c       *Client
 	name    string
 	relKeys []string // the release script's KEYS: lock, notice channel
 	token   string
-	fence  int64
-	ctx    context.Context
-	cancel context.CancelCauseFunc // ends the hold with its reason
+	fence   int64
+	ctx     context.Context
+	cancel  context.CancelCauseFunc // ends the hold with its reason
 	// stopHook stops the hook that releases the lock when the Lock context
 	// ends; guarded by the watchdog's mu, and called when the hold ends.
 	stopHook func() bool
