@@ -28,13 +28,14 @@ const (
 // keeps them alive. Create it with New and end it with Close; its methods are
 // safe for concurrent use. The zero value is not usable.
 type Client struct {
-	rdb redis.UniversalClient
-	cfg config
-	log *slog.Logger
-	clk clock
-	w   *watchdog
-	n   *notifier // nil WithoutPubSub
-	pub string    // how releases are announced: "p" PUBLISH, "s" SPUBLISH, "" not
+	rdb    redis.UniversalClient
+	cfg    config
+	log    *slog.Logger
+	clk    clock
+	w      *watchdog
+	n      *notifier // nil WithoutPubSub
+	pub    string    // how releases are announced: "p" PUBLISH, "s" SPUBLISH, "" not
+	pubArg any       // pub, boxed once
 
 	closing   chan struct{} // closed by Close: waiters stop waiting
 	closeOnce sync.Once
@@ -224,6 +225,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 			c.pub = "s" // PUBLISH would be broadcast to every node
 		}
 	}
+	c.pubArg = c.pub
 	c.w = newWatchdog(c)
 	return c, nil
 }

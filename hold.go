@@ -3,21 +3,29 @@ package dlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // A hold is one acquisition of a lock: its token, fencing token and lease,
-// and a context that ends when the hold ends, with the reason as its cause
-// (ErrLockLost, ErrClosed, the Lock context's own cause, or errUnlocked).
+// and how it ended (ErrLockLost, ErrClosed, the Lock context's cause, or
+// errUnlocked), with a Done channel made only when someone asks for it.
 type hold struct {
 	c       *Client
 	name    string
 	relKeys []string // the release script's KEYS: lock, notice channel
 	token   string
 	fence   int64
-	ctx     context.Context
-	cancel  context.CancelCauseFunc // ends the hold with its reason
+	lockCtx context.Context // the Lock context the hold is bound to
+	args    [2]any          // the acquire script's ARGV: token, lease
+	relArgs [2]any          // the release script's ARGV: token, how to announce
+
+	endMu sync.Mutex
+	over  atomic.Bool   // the hold has ended
+	cause error         // why it ended; set once
+	done  chan struct{} // made on the first Done call; closed when it ends
+	onEnd func(error)   // called once when it ends (WithLock's cancel)
 	// stopHook stops the hook that releases the lock when the Lock context
 	// ends; guarded by the watchdog's mu, and called when the hold ends.
 	stopHook func() bool
@@ -31,19 +39,81 @@ type hold struct {
 	ent entry
 }
 
+// finish ends the hold with cause and reports whether this call ended it;
+// later calls change nothing.
+func (h *hold) finish(cause error) bool {
+	h.endMu.Lock()
+	if h.cause != nil {
+		h.endMu.Unlock()
+		return false
+	}
+	h.cause = cause
+	h.over.Store(true)
+	if h.done != nil {
+		close(h.done)
+	}
+	f := h.onEnd
+	h.endMu.Unlock()
+	if f != nil {
+		f(cause)
+	}
+	return true
+}
+
+// ended reports whether the hold is over, also when its Lock context has
+// ended and the hook that finishes it has not run yet.
+func (h *hold) ended() bool {
+	return h.over.Load() || h.lockCtx.Err() != nil
+}
+
+// doneCh returns a channel closed when the hold ends.
+func (h *hold) doneCh() <-chan struct{} {
+	h.endMu.Lock()
+	defer h.endMu.Unlock()
+	if h.done == nil {
+		if h.cause != nil {
+			return closedChan
+		}
+		h.done = make(chan struct{})
+	}
+	return h.done
+}
+
+// notify makes f be called with the cause when the hold ends (at once if it
+// has ended).
+func (h *hold) notify(f func(error)) {
+	h.endMu.Lock()
+	if h.cause == nil {
+		h.onEnd = f
+		h.endMu.Unlock()
+		return
+	}
+	cause := h.cause
+	h.endMu.Unlock()
+	f(cause)
+}
+
 // held reports whether the hold is live and its lease is confirmed now. It
 // reads the deadline itself, so a process that wakes from a long pause sees
 // false before the watchdog has had a chance to run.
 func (h *hold) held() bool {
-	return h.ctx.Err() == nil && h.c.w.now() < h.deadline.Load()
+	return !h.ended() && h.c.w.now() < h.deadline.Load()
+}
+
+// why is the hold's end cause, nil while it lasts (errUnlocked after Unlock).
+func (h *hold) why() error {
+	h.endMu.Lock()
+	cause := h.cause
+	h.endMu.Unlock()
+	if cause == nil && h.lockCtx.Err() != nil {
+		cause = context.Cause(h.lockCtx)
+	}
+	return cause
 }
 
 // endErr is why the hold ended: nil while it lasts and after a plain Unlock.
 func (h *hold) endErr() error {
-	if h.ctx.Err() == nil {
-		return nil
-	}
-	cause := context.Cause(h.ctx)
+	cause := h.why()
 	if errors.Is(cause, errUnlocked) {
 		return nil
 	}

@@ -2,8 +2,10 @@ package dlock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"time"
@@ -109,7 +111,7 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 	if h == nil {
 		return false, nil, false
 	}
-	if h.ctx.Err() != nil {
+	if h.ended() {
 		return false, endedHoldErr(h), true
 	}
 	start := m.c.w.now()
@@ -126,7 +128,7 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 	}
 	if sts[0] != 1 {
 		m.c.w.loseHold(h, lossReason(sts[0]))
-		return false, fmt.Errorf("dlock: lock %s (reentrant): %w", quote(m.name), context.Cause(h.ctx)), true
+		return false, fmt.Errorf("dlock: lock %s (reentrant): %w", quote(m.name), h.why()), true
 	}
 	m.c.w.confirmed(h, start)
 	m.mu.Lock()
@@ -134,7 +136,7 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 	switch {
 	case m.h != h:
 		return false, nil, false // unlocked meanwhile: acquire afresh
-	case h.ctx.Err() != nil:
+	case h.ended():
 		return false, endedHoldErr(h), true // ended meanwhile
 	}
 	h.count++
@@ -146,7 +148,7 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 // Unlock has cleared yet.
 func endedHoldErr(h *hold) error {
 	return fmt.Errorf("dlock: lock %s: the handle's hold has ended, Unlock it before locking again: %w",
-		quote(h.name), context.Cause(h.ctx))
+		quote(h.name), h.why())
 }
 
 // acquire runs the acquire script until it grants the lock, waiting between
@@ -155,12 +157,14 @@ func endedHoldErr(h *hold) error {
 // (the PTTL the script returns) and by the time left.
 func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time.Time) (*hold, error) {
 	lease, renew := m.leaseTime()
-	leaseMs := leaseArg(lease)
 	// One token for every attempt of this call: a retry after a lost reply
 	// finds its own token and is granted (acquire.lua). If an attempt's outcome
 	// stays unknown when the call gives up, the token is deleted in the
 	// background, so an orphan does not block others for a whole lease.
 	token := newToken()
+	h := &hold{c: c, name: m.name, relKeys: m.relKeys, token: token, lockCtx: ctx}
+	h.args = [2]any{token, m.leaseArg} // boxed once, used by every attempt
+	h.relArgs = [2]any{h.args[0], c.pubArg}
 	var (
 		bo      backoff.BackOff
 		t       *time.Timer
@@ -185,7 +189,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 	}
 	for {
 		start := c.w.now()
-		v, err := acquireScript.Run(ctx, c.rdb, m.keys, token, leaseMs).Result()
+		v, err := acquireScript.Run(ctx, c.rdb, m.keys, h.args[:]...).Result()
 		pttl := time.Duration(-1)
 		if err == nil {
 			r, perr := parseAcquire(v)
@@ -194,7 +198,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 				unknown = true
 				return giveUp(perr)
 			case r.status == 1:
-				return c.grant(ctx, m, token, r.value, start, lease, renew)
+				return c.grant(ctx, h, r.value, start, lease, renew)
 			case r.status < 0:
 				return giveUp(wrongType(m.name, r.kind))
 			}
@@ -278,28 +282,35 @@ func mayHaveRun(err error) bool {
 }
 
 // grant turns a granted acquire into a watched hold bound to ctx.
-func (c *Client) grant(ctx context.Context, m *Mutex, token string, fence, start int64, lease time.Duration, renew bool) (*hold, error) {
-	h := &hold{c: c, name: m.name, relKeys: m.relKeys, token: token, fence: fence}
-	h.ctx, h.cancel = context.WithCancelCause(ctx)
+func (c *Client) grant(ctx context.Context, h *hold, fence, start int64, lease time.Duration, renew bool) (*hold, error) {
+	h.fence = fence
 	if err := c.w.watch(h, start, lease, renew); err != nil {
-		h.cancel(ErrClosed)
+		h.finish(ErrClosed)
 		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)
 		defer cancel()
-		_ = releaseScript.Run(rctx, c.rdb, m.relKeys, token, c.pub).Err()
-		return nil, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
+		_ = releaseScript.Run(rctx, c.rdb, h.relKeys, h.relArgs[:]...).Err()
+		return nil, fmt.Errorf("dlock: lock %s: %w", quote(h.name), ErrClosed)
 	}
 	if ctx.Done() != nil {
 		c.w.hook(h, context.AfterFunc(ctx, func() { c.w.released(h) }))
 	}
 	if ctx.Err() != nil { // ended as it was granted: the hook above releases it
-		return nil, ctxErr(ctx, "lock", m.name, nil)
+		return nil, ctxErr(ctx, "lock", h.name, nil)
 	}
-	c.log.Debug("dlock: acquired", "name", m.name, "fencing_token", fence)
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		c.log.Debug("dlock: acquired", "name", h.name, "fencing_token", fence)
+	}
 	return h, nil
 }
 
-// newToken returns a fresh random token (a UUID v4 from crypto/rand).
-func newToken() string { return uuid.New().String() }
+// newToken returns a fresh random token: a UUID v4 from crypto/rand.
+func newToken() string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:])  // never fails: crypto/rand crashes the program instead
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u.String()
+}
 
 // ctxErr reports that ctx ended during op on name. It matches ctx.Err() and
 // the context's cause with errors.Is, and last, the last Redis error seen.

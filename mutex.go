@@ -26,6 +26,7 @@ type Mutex struct {
 	name      string
 	keys      []string      // {name, fencing counter}: the acquire script's KEYS
 	relKeys   []string      // {name, notice channel}: the release script's KEYS
+	leaseArg  any           // the lease in ms, formatted and boxed once
 	lease     time.Duration // fixed lease, or 0: the watchdog's
 	reentrant bool
 	err       error // set when the handle is invalid; returned by every call
@@ -82,6 +83,8 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 	if m.err == nil {
 		m.keys = []string{name, fenceKey(name)}
 		m.relKeys = []string{name, noticeChannel(name)}
+		lease, _ := m.leaseTime()
+		m.leaseArg = leaseArg(lease)
 	}
 	return m
 }
@@ -133,7 +136,7 @@ func (m *Mutex) FencingToken() int64 {
 // closed already when the handle holds nothing.
 func (m *Mutex) Done() <-chan struct{} {
 	if h := m.current(); h != nil {
-		return h.ctx.Done()
+		return h.doneCh()
 	}
 	return closedChan
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // Unlock releases the lock with a token-checked delete: it never deletes a
@@ -37,7 +38,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	// A reentrant hold counts down; one that has ended is cleared at once,
 	// whatever its count, so the handle is free for the next Lock.
-	if h.count > 1 && h.ctx.Err() == nil {
+	if h.count > 1 && !h.ended() {
 		h.count--
 		m.mu.Unlock()
 		return endedErr(h)
@@ -75,20 +76,22 @@ func (c *Client) release(ctx context.Context, h *hold) error {
 	if !c.w.unwatch(h) {
 		return endedErr(h)
 	}
-	st, err := releaseScript.Run(ctx, c.rdb, h.relKeys, h.token, c.pub).Int64()
+	st, err := releaseScript.Run(ctx, c.rdb, h.relKeys, h.relArgs[:]...).Int64()
 	if err != nil {
 		c.w.orphan(h.name, h.token, h.ent.lease)
-		h.cancel(errUnlocked)
+		h.finish(errUnlocked)
 		return fmt.Errorf("%w (the delete is retried in the background until the lease runs out)",
 			redisErr("unlock", h.name, err))
 	}
 	if st == 1 {
-		h.cancel(errUnlocked)
-		c.log.Debug("dlock: released", "name", h.name)
+		h.finish(errUnlocked)
+		if c.log.Enabled(ctx, slog.LevelDebug) {
+			c.log.Debug("dlock: released", "name", h.name)
+		}
 		return nil
 	}
 	cause := lostErr(h.name, lossReason(st))
-	h.cancel(cause)
+	h.finish(cause)
 	c.log.Warn("dlock: lock lost", "name", h.name, "reason", lossReason(st))
 	return cause
 }

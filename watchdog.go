@@ -197,15 +197,16 @@ func (w *watchdog) drop(e *entry) {
 	}
 }
 
-// released handles a hold whose Lock context ended: it stops watching it and
-// deletes its key in the background.
+// released handles a hold whose Lock context ended: it stops watching it,
+// deletes its key in the background, and ends it with the context's cause.
 func (w *watchdog) released(h *hold) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if e := &h.ent; e.index >= 0 {
 		w.drop(e)
 		w.pushOrphan(e.key, e.token, e.slot, e.lease, 0)
 	}
+	w.mu.Unlock()
+	h.finish(context.Cause(h.lockCtx))
 }
 
 // orphan queues a best-effort, token-checked delete of key, retried while
@@ -228,7 +229,7 @@ func (w *watchdog) orphanAcquire(key, token string, lease time.Duration) {
 // lose ends a watched hold as lost. Called with mu held.
 func (w *watchdog) lose(e *entry, why string) {
 	w.drop(e)
-	e.h.cancel(lostErr(e.key, why))
+	e.h.finish(lostErr(e.key, why))
 	key := e.key
 	w.note(func() { w.c.log.Warn("dlock: lock lost", "name", key, "reason", why) })
 }
@@ -460,7 +461,7 @@ func (w *watchdog) close(ctx context.Context) error {
 	release := make([]*entry, len(entries))
 	for i, e := range entries {
 		if e.h != nil {
-			e.h.cancel(ErrClosed)
+			e.h.finish(ErrClosed)
 		}
 		release[i] = &entry{kind: kindOrphan, key: e.key, token: e.token, slot: e.slot}
 	}

@@ -22,6 +22,9 @@ func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.
 		return err
 	}
 	h := m.current()
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h.notify(cancel)
 	defer func() {
 		// Release even when ctx has ended, bounded by the close timeout.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.closeTimeout)
@@ -30,5 +33,5 @@ func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.
 			err = errors.Join(err, uerr)
 		}
 	}()
-	return fn(h.ctx, h.fence)
+	return fn(fctx, h.fence)
 }
