@@ -25,6 +25,8 @@ func noticeChannel(name string) string {
 type notifier struct {
 	c *Client
 
+	linger time.Duration // how long an unused channel stays subscribed
+
 	mu       sync.Mutex
 	conns    map[string]*subConn // by server address ("" for a single server)
 	closed   bool
@@ -73,7 +75,7 @@ const (
 )
 
 func newNotifier(c *Client) *notifier {
-	return &notifier{c: c, conns: map[string]*subConn{}}
+	return &notifier{c: c, linger: subscriptionLinger, conns: map[string]*subConn{}}
 }
 
 // join registers a waiter for name and makes sure its channel is subscribed
@@ -83,17 +85,18 @@ func newNotifier(c *Client) *notifier {
 // then waits by backoff alone.
 func (n *notifier) join(ctx context.Context, name string, left time.Duration) *waiter {
 	channel := noticeChannel(name)
+	addr, err := n.addrFor(ctx, channel) // I/O on a cluster: before taking mu
 	n.mu.Lock()
 	if n.closed || time.Now().Before(n.degraded) {
 		n.mu.Unlock()
 		return nil
 	}
-	sc, err := n.connFor(ctx, channel)
 	if err != nil {
 		n.degrade(err)
 		n.mu.Unlock()
 		return nil
 	}
+	sc := n.connFor(ctx, addr)
 	ch := sc.chans[channel]
 	subscribe := ch == nil
 	if subscribe {
@@ -156,19 +159,25 @@ func (n *notifier) degrade(err error) {
 		"for", degradedFor, "error", err)
 }
 
-// connFor returns the subscription connection that carries channel, creating
-// it if needed. Called with mu held.
-func (n *notifier) connFor(ctx context.Context, channel string) (*subConn, error) {
-	addr := ""
-	if cc, ok := n.c.rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, channel)
-		if err != nil {
-			return nil, err
-		}
-		addr = node.Options().Addr
+// addrFor returns the server whose subscription connection carries channel:
+// "" for a single server, the primary of the channel's slot on a cluster.
+func (n *notifier) addrFor(ctx context.Context, channel string) (string, error) {
+	cc, ok := n.c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return "", nil
 	}
+	node, err := cc.MasterForKey(ctx, channel)
+	if err != nil {
+		return "", err
+	}
+	return node.Options().Addr, nil
+}
+
+// connFor returns the subscription connection for the server at addr,
+// creating it if needed. Called with mu held.
+func (n *notifier) connFor(ctx context.Context, addr string) *subConn {
 	if sc := n.conns[addr]; sc != nil {
-		return sc, nil
+		return sc
 	}
 	var ps *redis.PubSub
 	if cc, ok := n.c.rdb.(*redis.ClusterClient); ok {
@@ -178,7 +187,7 @@ func (n *notifier) connFor(ctx context.Context, channel string) (*subConn, error
 	}
 	sc := &subConn{ps: ps, chans: map[string]*subChan{}}
 	n.conns[addr] = sc
-	return sc, nil
+	return sc
 }
 
 func (n *notifier) subscribe(ctx context.Context, sc *subConn, channel string) error {
@@ -246,7 +255,7 @@ func (wl *waitList) wakeOne() {
 // subscriptions that have been idle for a while.
 func (n *notifier) dispatch(sc *subConn, msgs <-chan any) {
 	defer n.wg.Done()
-	sweep := time.NewTicker(subscriptionLinger)
+	sweep := time.NewTicker(n.linger)
 	defer sweep.Stop()
 	for {
 		select {
@@ -297,7 +306,7 @@ func (n *notifier) sweep(sc *subConn) {
 	n.mu.Lock()
 	var idle []string
 	for name, ch := range sc.chans {
-		if ch.refs == 0 && time.Since(ch.idleSince) >= subscriptionLinger {
+		if ch.refs == 0 && time.Since(ch.idleSince) >= n.linger {
 			idle = append(idle, name)
 			delete(sc.chans, name)
 		}

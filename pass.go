@@ -17,6 +17,7 @@ func (w *watchdog) run(ctx context.Context, batch []*entry) []result {
 	res := make([]result, len(batch))
 	calls := w.plan(batch)
 	for attempt := 0; ; attempt++ {
+		w.pipelines.Add(1)
 		_, _ = w.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range calls {
 				calls[i].send(ctx, p, batch, w.c.cfg.watchdogTimeout, w.c.pub)

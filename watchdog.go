@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,7 @@ type watchdog struct {
 	closed  bool
 	notes   []func() // log lines to write once mu is released
 	wakeAt  int64    // when the scheduler will next wake by itself
+	stats   Stats
 
 	kick  chan struct{} // wakes the scheduler
 	ready chan struct{} // wakes the renewer
@@ -39,6 +41,8 @@ type watchdog struct {
 	ctx   context.Context // cancelled by close: ends in-flight I/O
 	abort context.CancelFunc
 	wg    sync.WaitGroup
+
+	pipelines atomic.Uint64 // sent by run, read into stats
 
 	// exec runs one pass against Redis (a seam for tests).
 	exec func(ctx context.Context, batch []*entry) []result
@@ -135,6 +139,7 @@ func (w *watchdog) watch(h *hold, start int64, lease time.Duration, renew bool) 
 		return ErrClosed
 	}
 	heap.Push(&w.q, e)
+	w.stats.Held++
 	if e.at() < w.wakeAt { // else the scheduler wakes in time by itself
 		signal(w.kick)
 	}
@@ -190,6 +195,9 @@ func (w *watchdog) unwatch(h *hold) bool {
 func (w *watchdog) drop(e *entry) {
 	if e.index >= 0 {
 		heap.Remove(&w.q, e.index)
+		if e.h != nil {
+			w.stats.Held--
+		}
 	}
 	if e.h != nil && e.h.stopHook != nil {
 		e.h.stopHook()
@@ -229,6 +237,7 @@ func (w *watchdog) orphanAcquire(key, token string, lease time.Duration) {
 // lose ends a watched hold as lost. Called with mu held.
 func (w *watchdog) lose(e *entry, why string) {
 	w.drop(e)
+	w.stats.Losses++
 	e.h.finish(lostErr(e.key, why))
 	key := e.key
 	w.note(func() { w.c.log.Warn("dlock: lock lost", "name", key, "reason", why) })
@@ -357,6 +366,11 @@ func (w *watchdog) renewer() {
 		cancel()
 		w.mu.Lock()
 		w.apply(batch, res, sent)
+		took := time.Duration(w.now() - sent)
+		s := &w.stats
+		s.Passes++
+		s.LastPass, s.MaxPass = took, max(s.MaxPass, took)
+		s.LastPassSize, s.MaxPassSize = len(batch), max(s.MaxPassSize, len(batch))
 		w.unlock()
 		signal(w.kick)
 	}
@@ -392,8 +406,10 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) {
 		}
 		switch {
 		case r.err != nil && !isTransient(r.err):
+			w.stats.RenewalErrors++
 			w.lose(e, "Redis refused the renewal: "+r.err.Error())
 		case r.err != nil:
+			w.stats.RenewalErrors++
 			if !e.trouble {
 				e.trouble = true
 				key, err, left := e.key, r.err, time.Duration(e.end-now)
@@ -405,6 +421,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) {
 			e.due = now + int64(w.retry)
 			heap.Fix(&w.q, e.index)
 		case r.status == 1:
+			w.stats.Renewals++
 			if e.trouble {
 				e.trouble = false
 				key := e.key
@@ -448,6 +465,7 @@ func (w *watchdog) close(ctx context.Context) error {
 		w.drop(e)
 		entries = append(entries, e)
 	}
+	w.stats.Held = 0
 	w.q = w.q[:0]
 	w.pending = nil
 	w.mu.Unlock()

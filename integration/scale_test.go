@@ -50,7 +50,11 @@ func TestWatchdogKeeps10000LocksFresh(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	if held := c.Stats().Held; held != n {
+		t.Fatalf("Stats().Held = %d, want %d", held, n)
+	}
 	before := commandsProcessed(t, admin)
+	stats0 := c.Stats()
 	start := time.Now()
 	for time.Since(start) < 4*lease10 {
 		minTTL := ttlFloor(t, admin, ms)
@@ -66,7 +70,19 @@ func TestWatchdogKeeps10000LocksFresh(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	cmds := commandsProcessed(t, admin) - before
-	t.Logf("%d locks over %v: %d commands processed by Redis (incl. the test's PTTL reads)", n, elapsed.Round(time.Millisecond), cmds)
+	s := c.Stats()
+	pipelines, renewals := s.Pipelines-stats0.Pipelines, s.Renewals-stats0.Renewals
+	t.Logf("%d locks over %v: %d renewals in %d pipelines (%d passes); largest pass %d entries in %v; %d commands processed by Redis (incl. the test's PTTL reads)",
+		n, elapsed.Round(time.Millisecond), renewals, pipelines, s.Passes-stats0.Passes, s.MaxPassSize, s.MaxPass, cmds)
+	intervals := uint64(elapsed/renew10) + 1
+	if renewals < uint64(n)*(intervals-2) {
+		t.Fatalf("%d renewals over %d intervals, want about %d per interval", renewals, intervals, n)
+	}
+	// Renewals are batched: a bounded number of round trips per interval,
+	// whatever the number of locks (slack groups due renewals into ~10 passes).
+	if perInterval := pipelines / intervals; perInterval > 20 {
+		t.Fatalf("%d pipelines per renew interval for %d locks: renewals are not batched", perInterval, n)
+	}
 	for _, m := range ms {
 		if err := m.Unlock(ctx); err != nil {
 			t.Fatal(err)
