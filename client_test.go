@@ -105,13 +105,15 @@ func TestDefaultBackOffSteps(t *testing.T) {
 // A custom backoff is used between attempts.
 func TestWithBackOffIsUsed(t *testing.T) {
 	calls := 0
-	c, _, rdb := newMini(t, WithBackOff(func() backoff.BackOff {
+	c, _, rdb := newMini(t, WithoutPubSub(), WithBackOff(func() backoff.BackOff {
 		calls++
 		return backoff.NewConstantBackOff(5 * time.Millisecond)
 	}))
 	ctx := context.Background()
 	rdb.Set(ctx, "lock:bo", "00000000-0000-4000-8000-000000000000", 0) // held forever by someone
-	ok, err := c.NewMutex("lock:bo").TryLock(ctx, 30*time.Millisecond)
+	// Long enough for several sleeps even on a loaded machine; the factory is
+	// called once per call that has to wait.
+	ok, err := c.NewMutex("lock:bo").TryLock(ctx, 300*time.Millisecond)
 	if ok || err != nil || calls != 1 {
 		t.Fatalf("TryLock = %v, %v with %d backoff factories; want false, nil, 1", ok, err, calls)
 	}

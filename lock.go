@@ -181,6 +181,13 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 			c.n.leave(sub)
 		}
 	}()
+	if c.n != nil {
+		// On a contended slot, wait in line for notices before the first
+		// attempt: a release during it is then announced to this call.
+		if sub = c.n.joinIfReady(m.name); sub != nil {
+			joined = true
+		}
+	}
 	giveUp := func(err error) (*hold, error) {
 		if unknown {
 			c.w.orphanAcquire(m.name, token, lease)

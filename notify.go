@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"time"
 
@@ -124,9 +126,8 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 			n.degrade(err)
 		} else if !sc.started && !n.closed {
 			sc.started = true
-			msgs := sc.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 			n.wg.Add(1)
-			go n.dispatch(sc, msgs)
+			go n.dispatch(sc)
 		}
 		n.mu.Unlock()
 		if err != nil {
@@ -149,6 +150,34 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 	case <-n.c.closing:
 	}
 	n.leave(w)
+	return nil
+}
+
+// joinIfReady registers a waiter for name only if its channel is subscribed
+// and confirmed already (a contended slot): it costs no I/O, so a Lock call
+// can do it before its first attempt and then needs no second one.
+func (n *notifier) joinIfReady(name string) *waiter {
+	channel := noticeChannel(name)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || len(n.conns) != 1 {
+		return nil // none yet, or a cluster: join finds the node
+	}
+	for _, sc := range n.conns {
+		ch := sc.chans[channel]
+		if ch == nil || !ch.confirmed {
+			return nil
+		}
+		ch.refs++
+		wl := ch.names[name]
+		if wl == nil {
+			wl = &waitList{}
+			ch.names[name] = wl
+		}
+		w := &waiter{ch: make(chan struct{}, 1), name: name, channel: channel, conn: sc}
+		wl.ws = append(wl.ws, w)
+		return w
+	}
 	return nil
 }
 
@@ -251,23 +280,50 @@ func (wl *waitList) wakeOne() {
 	}
 }
 
-// dispatch delivers one connection's messages until it is closed, and drops
-// subscriptions that have been idle for a while.
-func (n *notifier) dispatch(sc *subConn, msgs <-chan any) {
+// dispatch reads one subscription connection until it is closed: it wakes
+// waiters, checks the connection with a PING when it has been quiet for a
+// while (go-redis reconnects and resubscribes after an error), and drops
+// subscriptions that have been idle. It reads the connection itself rather
+// than through go-redis's message channel, one goroutine hop less per notice.
+func (n *notifier) dispatch(sc *subConn) {
 	defer n.wg.Done()
-	sweep := time.NewTicker(n.linger)
-	defer sweep.Stop()
+	ctx := context.Background()
+	lastSweep := time.Now()
 	for {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				return
-			}
+		m, err := sc.ps.ReceiveTimeout(ctx, n.linger)
+		switch {
+		case err == nil:
 			n.deliver(sc, m)
-		case <-sweep.C:
+		case n.isClosed():
+			return
+		case isTimeout(err):
+			_ = sc.ps.Ping(ctx) // the answer, or the error, comes to this loop
+		default:
+			// The connection broke; the next receive reconnects. Do not spin
+			// while the server is unreachable.
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-n.c.closing:
+			}
+			t.Stop()
+		}
+		if time.Since(lastSweep) >= n.linger {
+			lastSweep = time.Now()
 			n.sweep(sc)
 		}
 	}
+}
+
+func (n *notifier) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (n *notifier) deliver(sc *subConn, m any) {
