@@ -196,23 +196,18 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 	}
 	for {
 		start := c.w.now()
-		v, err := acquireScript.Run(ctx, c.rdb, m.keys, h.args[:]...).Result()
-		pttl := time.Duration(-1)
+		v, err := acquireScript.Run(ctx, c.rdb, m.keys, h.args[:]...).Int64()
+		pttl := time.Duration(-1) // unknown, or the key has no expiry
 		if err == nil {
-			r, perr := parseAcquire(v)
-			switch {
-			case perr != nil:
-				unknown = true
-				return giveUp(perr)
-			case r.status == 1:
-				return c.grant(ctx, h, r.value, start, lease, renew)
-			case r.status < 0:
-				return giveUp(wrongType(m.name, r.kind))
+			if v > 0 {
+				return c.grant(ctx, h, v, start, lease, renew)
 			}
 			lastErr = nil
-			if r.value >= 0 {
-				pttl = time.Duration(r.value) * time.Millisecond
+			if ms := -1 - v; ms >= 0 {
+				pttl = time.Duration(ms) * time.Millisecond
 			}
+		} else if kind, ok := foreignKind(err); ok {
+			return giveUp(wrongType(m.name, kind))
 		} else {
 			unknown = unknown || mayHaveRun(err)
 			if ctx.Err() != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,34 +49,44 @@ func loadScripts(ctx context.Context, rdb redis.Scripter) error {
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// acquireReply is the outcome of one run of acquire.lua (or of another
-// script answering {status, integer or type}).
-type acquireReply struct {
-	status int64  // 1 acquired, 0 busy, -1 foreign data
-	value  int64  // the fencing token when acquired, else the key's PTTL in ms
-	kind   string // the key's type when status is -1
+// foreignPrefix starts the error a script returns for a key that holds data
+// dlock did not write; the key's type follows.
+const foreignPrefix = "WRONGTYPE dlock: "
+
+// foreignKind reports whether err is that error, and the type it names.
+func foreignKind(err error) (string, bool) {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) || !strings.HasPrefix(rerr.Error(), foreignPrefix) {
+		return "", false
+	}
+	return strings.TrimPrefix(rerr.Error(), foreignPrefix), true
 }
 
-// parseAcquire reads a {status, integer or type} reply of script.
-func parseAcquire(v any) (acquireReply, error) { return parseStatus("acquire", v) }
+// statusReply is a script's {status, integer or type} answer.
+type statusReply struct {
+	status int64  // the script's status
+	value  int64  // an integer that goes with it
+	kind   string // or a key's type
+}
 
-func parseStatus(script string, v any) (acquireReply, error) {
+// parseStatus reads a {status, integer or type} reply of script.
+func parseStatus(script string, v any) (statusReply, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 2 {
-		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
+		return statusReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
 	}
 	st, ok := arr[0].(int64)
 	if !ok {
-		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
+		return statusReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
 	}
-	r := acquireReply{status: st}
+	r := statusReply{status: st}
 	switch x := arr[1].(type) {
 	case int64:
 		r.value = x
 	case string:
 		r.kind = x
 	default:
-		return acquireReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
+		return statusReply{}, fmt.Errorf("dlock: unexpected reply from %s script: %v", script, v)
 	}
 	return r, nil
 }

@@ -3,10 +3,13 @@
 -- KEYS[2]  the fencing counter of the lock's hash slot: dlock:fence:{T}
 -- ARGV[1]  this acquisition's token (a fresh UUID v4)
 -- ARGV[2]  the lease in milliseconds
--- Returns {1, fencing token} when acquired, also when the key already holds
---           ARGV[1] (a call the client retried after a lost reply);
---         {0, pttl} when another token holds the lock (-1: the key has no expiry);
---         {-1, type} when the key holds data that dlock did not write.
+-- Returns the fencing token (> 0) when acquired, also when the key already
+--           holds ARGV[1] (a call the client retried after a lost reply);
+--         -1 - pttl (<= 0) when another token holds the lock, so 0 means the
+--           key has no expiry and -1 - v recovers its PTTL in milliseconds;
+--         an error "WRONGTYPE dlock: <type>" when the key holds data that dlock
+--           did not write (<type> is 'string' for a string that is no token).
+-- One integer, not an array: the reply is the cheapest to send and to read.
 -- The next token is the counter plus one, but never below the server clock in
 -- microseconds: a counter that was lost (a restart without persistence) or
 -- that went back (a failover to a replica that missed the last increments,
@@ -32,7 +35,7 @@ local function granted()
     redis.call('DEL', KEYS[1])
     return redis.error_reply('dlock: fencing counter ' .. KEYS[2] .. ': ' .. (f.err or f['err']))
   end
-  return {1, f}
+  return f
 end
 
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -41,10 +44,10 @@ end
 
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'string' then
-  return {-1, kind}
+  return redis.error_reply('WRONGTYPE dlock: ' .. kind)
 end
 if redis.call('STRLEN', KEYS[1]) ~= 36 then
-  return {-1, 'string'}
+  return redis.error_reply('WRONGTYPE dlock: string')
 end
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
@@ -52,6 +55,6 @@ if v == ARGV[1] then
   return granted()
 end
 if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') then
-  return {-1, 'string'}
+  return redis.error_reply('WRONGTYPE dlock: string')
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return -1 - redis.call('PTTL', KEYS[1])
