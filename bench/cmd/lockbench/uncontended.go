@@ -13,6 +13,8 @@ type uncontendedResult struct {
 	cycles     float64 // Lock+Unlock cycles per second (median of rounds)
 	ceiling    float64 // PINGs per second / 2 (median of rounds)
 	ratioMed   float64 // median over rounds of cycles / ceiling; 0: one round
+	ratioLo    float64 // lowest and highest round ratio
+	ratioHi    float64
 	rounds     int
 	errs       errCount
 	failure    string
@@ -40,6 +42,9 @@ func mergeUncontended(rs []*uncontendedResult) *uncontendedResult {
 		}
 	}
 	out.cycles, out.ceiling, out.ratioMed = median(cycles), median(ceilings), median(ratios)
+	if len(ratios) > 0 { // median sorted them
+		out.ratioLo, out.ratioHi = ratios[0], ratios[len(ratios)-1]
+	}
 	return out
 }
 
