@@ -105,14 +105,7 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 		ch = &subChan{ready: make(chan struct{}), names: map[string]*waitList{}}
 		sc.chans[channel] = ch
 	}
-	ch.refs++
-	wl := ch.names[name]
-	if wl == nil {
-		wl = &waitList{}
-		ch.names[name] = wl
-	}
-	w := &waiter{ch: make(chan struct{}, 1), name: name, channel: channel, conn: sc}
-	wl.ws = append(wl.ws, w)
+	w := ch.add(sc, channel, name)
 	ready := ch.ready
 	n.mu.Unlock()
 
@@ -168,17 +161,23 @@ func (n *notifier) joinIfReady(name string) *waiter {
 		if ch == nil || !ch.confirmed {
 			return nil
 		}
-		ch.refs++
-		wl := ch.names[name]
-		if wl == nil {
-			wl = &waitList{}
-			ch.names[name] = wl
-		}
-		w := &waiter{ch: make(chan struct{}, 1), name: name, channel: channel, conn: sc}
-		wl.ws = append(wl.ws, w)
-		return w
+		return ch.add(sc, channel, name)
 	}
 	return nil
+}
+
+// add registers a new waiter for name at the back of its line. Called with
+// the notifier's mu held.
+func (ch *subChan) add(sc *subConn, channel, name string) *waiter {
+	ch.refs++
+	wl := ch.names[name]
+	if wl == nil {
+		wl = &waitList{}
+		ch.names[name] = wl
+	}
+	w := &waiter{ch: make(chan struct{}, 1), name: name, channel: channel, conn: sc}
+	wl.ws = append(wl.ws, w)
+	return w
 }
 
 // degrade makes joins return at once for a while. Called with mu held.

@@ -188,7 +188,7 @@ func TestSharedHandleExcludesLocally(t *testing.T) {
 	_, _, c := setup(t)
 	ctx := ctxT(t)
 	m := c.NewMutex("lock:shared")
-	var inside, maxInside, total atomic.Int32
+	var cs criticalSection
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -199,15 +199,7 @@ func TestSharedHandleExcludesLocally(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				n := inside.Add(1)
-				for {
-					old := maxInside.Load()
-					if n <= old || maxInside.CompareAndSwap(old, n) {
-						break
-					}
-				}
-				total.Add(1)
-				inside.Add(-1)
+				cs.enter()
 				if err := m.Unlock(ctx); err != nil {
 					t.Error(err)
 					return
@@ -216,16 +208,14 @@ func TestSharedHandleExcludesLocally(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if maxInside.Load() != 1 || total.Load() != 40 {
-		t.Fatalf("max inside = %d, total = %d; want 1, 40", maxInside.Load(), total.Load())
-	}
+	cs.check(t, 40)
 }
 
 // Many clients hammer one name: the critical section never runs twice at once.
 func TestMutualExclusionAcrossClients(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	ctx := ctxT(t)
-	var inside, maxInside, total atomic.Int32
+	var cs criticalSection
 	var wg sync.WaitGroup
 	for range 4 {
 		c := newClient(t, srv.Client())
@@ -235,15 +225,7 @@ func TestMutualExclusionAcrossClients(t *testing.T) {
 				defer wg.Done()
 				for range 10 {
 					err := c.WithLock(ctx, "lock:hammer", func(context.Context, int64) error {
-						n := inside.Add(1)
-						for {
-							old := maxInside.Load()
-							if n <= old || maxInside.CompareAndSwap(old, n) {
-								break
-							}
-						}
-						total.Add(1)
-						inside.Add(-1)
+						cs.enter()
 						return nil
 					})
 					if err != nil {
@@ -255,7 +237,25 @@ func TestMutualExclusionAcrossClients(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if maxInside.Load() != 1 || total.Load() != 160 {
-		t.Fatalf("max inside = %d, total = %d; want 1, 160", maxInside.Load(), total.Load())
+	cs.check(t, 160)
+}
+
+// criticalSection counts entries into a critical section and the most
+// goroutines ever inside it at once.
+type criticalSection struct{ inside, most, total atomic.Int32 }
+
+func (c *criticalSection) enter() {
+	n := c.inside.Add(1)
+	for old := c.most.Load(); n > old && !c.most.CompareAndSwap(old, n); old = c.most.Load() {
+	}
+	c.total.Add(1)
+	c.inside.Add(-1)
+}
+
+// check fails the test unless the section ran total times, one at a time.
+func (c *criticalSection) check(t *testing.T, total int32) {
+	t.Helper()
+	if c.most.Load() != 1 || c.total.Load() != total {
+		t.Fatalf("most inside at once = %d, entries = %d; want 1, %d", c.most.Load(), c.total.Load(), total)
 	}
 }
