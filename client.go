@@ -36,6 +36,7 @@ type Client struct {
 	n      *notifier // nil WithoutPubSub
 	pub    string    // how releases are announced: "p" PUBLISH, "s" SPUBLISH, "" not
 	pubArg any       // pub, boxed once
+	obs    Observer  // nil: none
 
 	closing   chan struct{} // closed by Close: waiters stop waiting
 	closeOnce sync.Once
@@ -51,6 +52,7 @@ type config struct {
 	batchSize       int
 	closeTimeout    time.Duration
 	noPubSub        bool
+	observer        Observer
 	errs            []error // invalid options, reported by New
 }
 
@@ -217,7 +219,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{rdb: rdb, cfg: cfg, log: log, clk: cfg.clock, closing: make(chan struct{})}
+	c := &Client{rdb: rdb, cfg: cfg, log: log, clk: cfg.clock, closing: make(chan struct{}), obs: cfg.observer}
 	if !cfg.noPubSub {
 		c.n = newNotifier(c)
 		c.pub = "p"

@@ -17,6 +17,7 @@ type hold struct {
 	relKeys []string // the release script's KEYS: lock, notice channel
 	token   string
 	fence   int64
+	granted time.Time       // when the grant was confirmed
 	lockCtx context.Context // the Lock context the hold is bound to
 	args    [2]any          // the acquire script's ARGV: token, lease
 	relArgs [2]any          // the release script's ARGV: token, how to announce
@@ -39,12 +40,20 @@ type hold struct {
 	ent entry
 }
 
-// finish ends the hold with cause and reports whether this call ended it;
-// later calls change nothing.
-func (h *hold) finish(cause error) bool {
+// finish ends the hold with cause and tells whoever waits on it: Done, the
+// WithLock context, the Client's observer. Later calls change nothing.
+func (h *hold) finish(cause error) {
+	if h.mark(cause) {
+		h.announce(cause)
+	}
+}
+
+// mark ends the hold with cause and closes Done; it reports whether this
+// call ended it. It runs no callback, so it is safe under the watchdog's lock.
+func (h *hold) mark(cause error) bool {
 	h.endMu.Lock()
+	defer h.endMu.Unlock()
 	if h.cause != nil {
-		h.endMu.Unlock()
 		return false
 	}
 	h.cause = cause
@@ -52,12 +61,25 @@ func (h *hold) finish(cause error) bool {
 	if h.done != nil {
 		close(h.done)
 	}
+	return true
+}
+
+// announce runs the callbacks of an ended hold: WithLock's cancel and the
+// observer. Call it once, after mark returned true, holding no lock.
+func (h *hold) announce(cause error) {
+	h.endMu.Lock()
 	f := h.onEnd
 	h.endMu.Unlock()
 	if f != nil {
 		f(cause)
 	}
-	return true
+	if o := h.c.obs; o != nil {
+		e := HoldEvent{Name: h.name, Held: time.Since(h.granted), Ending: holdEnding(cause)}
+		if e.Ending != EndUnlocked {
+			e.Cause = cause
+		}
+		o.HoldEnd(e)
+	}
 }
 
 // ended reports whether the hold is over, also when its Lock context has
@@ -83,7 +105,7 @@ func (h *hold) doneCh() <-chan struct{} {
 // has ended).
 func (h *hold) notify(f func(error)) {
 	h.endMu.Lock()
-	if h.cause == nil {
+	if !h.over.Load() {
 		h.onEnd = f
 		h.endMu.Unlock()
 		return

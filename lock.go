@@ -45,8 +45,30 @@ func (m *Mutex) lock(ctx context.Context, wait time.Duration, bounded bool) (boo
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
+	o := m.c.obs
+	if o == nil {
+		ok, _, err := m.lockOnce(ctx, wait, bounded)
+		return ok, err
+	}
+	start := time.Now()
+	ctx = o.LockStart(ctx, m.name)
+	ok, reentered, err := m.lockOnce(ctx, wait, bounded)
+	e := LockEvent{Name: m.name, Outcome: lockOutcome(ok, err), Wait: time.Since(start), Err: err}
+	if ok {
+		e.FencingToken = m.FencingToken()
+		if reentered {
+			e.Outcome = Reentered
+		}
+	}
+	o.LockEnd(ctx, e)
+	return ok, err
+}
+
+// lockOnce is Lock and TryLock; reentered reports a reentrant handle's
+// relock.
+func (m *Mutex) lockOnce(ctx context.Context, wait time.Duration, bounded bool) (ok, reentered bool, err error) {
 	if ctx.Err() != nil {
-		return false, ctxErr(ctx, "lock", m.name, nil)
+		return false, false, ctxErr(ctx, "lock", m.name, nil)
 	}
 	var until time.Time
 	if bounded {
@@ -54,23 +76,23 @@ func (m *Mutex) lock(ctx context.Context, wait time.Duration, bounded bool) (boo
 	}
 	if m.reentrant {
 		if ok, err, done := m.reenter(ctx); done {
-			return ok, err
+			return ok, ok, err
 		}
 	}
 	if ok, err := m.takeSlot(ctx, bounded, until); !ok {
-		return false, err
+		return false, false, err
 	}
 	h, err := m.c.acquire(ctx, m, bounded, until)
 	if h == nil {
 		<-m.slot
-		return false, err
+		return false, false, err
 	}
 	m.mu.Lock()
 	h.count = 1
 	m.h = h
 	m.last = nil
 	m.mu.Unlock()
-	return true, nil
+	return true, false, nil
 }
 
 // takeSlot waits for the handle's local slot, so that goroutines sharing the
@@ -286,6 +308,7 @@ func mayHaveRun(err error) bool {
 // grant turns a granted acquire into a watched hold bound to ctx.
 func (c *Client) grant(ctx context.Context, h *hold, fence, start int64, lease time.Duration, renew bool) (*hold, error) {
 	h.fence = fence
+	h.granted = time.Now()
 	if err := c.w.watch(h, start, lease, renew); err != nil {
 		h.finish(ErrClosed)
 		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)

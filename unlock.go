@@ -27,32 +27,44 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return invalid("nil context for unlock %s", quote(m.name))
 	}
+	o := m.c.obs
+	if o == nil {
+		_, err := m.unlock(ctx)
+		return err
+	}
+	ctx = o.UnlockStart(ctx, m.name)
+	outcome, err := m.unlock(ctx)
+	o.UnlockEnd(ctx, UnlockEvent{Name: m.name, Outcome: outcome, Err: err})
+	return err
+}
+
+func (m *Mutex) unlock(ctx context.Context) (UnlockOutcome, error) {
 	m.mu.Lock()
 	h := m.h
 	if h == nil {
 		m.mu.Unlock()
 		if m.c.closed() {
-			return fmt.Errorf("dlock: unlock %s: %w", quote(m.name), ErrClosed)
+			return WasEnded, fmt.Errorf("dlock: unlock %s: %w", quote(m.name), ErrClosed)
 		}
-		return fmt.Errorf("dlock: unlock %s: %w", quote(m.name), ErrNotHeld)
+		return NotHeld, fmt.Errorf("dlock: unlock %s: %w", quote(m.name), ErrNotHeld)
 	}
 	// A reentrant hold counts down; one that has ended is cleared at once,
 	// whatever its count, so the handle is free for the next Lock.
 	if h.count > 1 && !h.ended() {
 		h.count--
 		m.mu.Unlock()
-		return endedErr(h)
+		return CountedDown, nil
 	}
 	m.h = nil
 	m.mu.Unlock()
 
-	err := m.c.release(ctx, h)
+	outcome, err := m.c.release(ctx, h)
 
 	m.mu.Lock()
 	m.last = h.endErr()
 	m.mu.Unlock()
 	<-m.slot
-	return err
+	return outcome, err
 }
 
 // endedErr is what Unlock returns for a hold that already ended: its loss,
@@ -72,15 +84,19 @@ func endedErr(h *hold) error {
 }
 
 // release ends a hold for Unlock and deletes its key if it is still ours.
-func (c *Client) release(ctx context.Context, h *hold) error {
+func (c *Client) release(ctx context.Context, h *hold) (UnlockOutcome, error) {
 	if !c.w.unwatch(h) {
-		return endedErr(h)
+		err := endedErr(h)
+		if errors.Is(err, ErrLockLost) {
+			return WasLost, err
+		}
+		return WasEnded, err
 	}
 	st, err := releaseScript.Run(ctx, c.rdb, h.relKeys, h.relArgs[:]...).Int64()
 	if err != nil {
 		c.w.orphan(h.name, h.token, h.ent.lease)
 		h.finish(errUnlocked)
-		return fmt.Errorf("%w (the delete is retried in the background until the lease runs out)",
+		return UnlockError, fmt.Errorf("%w (the delete is retried in the background until the lease runs out)",
 			redisErr("unlock", h.name, err))
 	}
 	if st == 1 {
@@ -88,10 +104,10 @@ func (c *Client) release(ctx context.Context, h *hold) error {
 		if c.log.Enabled(ctx, slog.LevelDebug) {
 			c.log.Debug("dlock: released", "name", h.name)
 		}
-		return nil
+		return Released, nil
 	}
 	cause := lostErr(h.name, lossReason(st))
 	h.finish(cause)
 	c.log.Warn("dlock: lock lost", "name", h.name, "reason", lossReason(st))
-	return cause
+	return WasLost, cause
 }

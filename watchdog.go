@@ -238,7 +238,10 @@ func (w *watchdog) orphanAcquire(key, token string, lease time.Duration) {
 func (w *watchdog) lose(e *entry, why string) {
 	w.drop(e)
 	w.stats.Losses++
-	e.h.finish(lostErr(e.key, why))
+	h, cause := e.h, lostErr(e.key, why)
+	if h.mark(cause) {
+		w.note(func() { h.announce(cause) })
+	}
 	key := e.key
 	w.note(func() { w.c.log.Warn("dlock: lock lost", "name", key, "reason", why) })
 }
@@ -365,23 +368,36 @@ func (w *watchdog) renewer() {
 		res := w.exec(ctx, batch)
 		cancel()
 		w.mu.Lock()
-		w.apply(batch, res, sent)
+		ev := w.apply(batch, res, sent)
 		took := time.Duration(w.now() - sent)
+		ev.Duration = took
 		s := &w.stats
 		s.Passes++
 		s.LastPass, s.MaxPass = took, max(s.MaxPass, took)
 		s.LastPassSize, s.MaxPassSize = len(batch), max(s.MaxPassSize, len(batch))
 		w.unlock()
+		if o := w.c.obs; o != nil {
+			o.RenewalPass(ev)
+		}
 		signal(w.kick)
 	}
 }
 
-// apply records the results of a pass sent at sent. Called with mu held.
-func (w *watchdog) apply(batch []*entry, res []result, sent int64) {
+// apply records the results of a pass sent at sent and counts them. Called
+// with mu held.
+func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent) {
 	now := w.now()
 	for i, e := range batch {
 		e.busy = false
 		r := res[i]
+		switch {
+		case e.kind == kindOrphan:
+			ev.Released++
+		case r.err == nil && r.status == 1:
+			ev.Renewed++
+		default:
+			ev.Failed++
+		}
 		if e.index < 0 {
 			// No longer watched: it ended while the pass was in flight. If the
 			// renewal extended a key that is no longer ours to hold, delete it.
@@ -437,6 +453,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) {
 			w.lose(e, lossReason(r.status))
 		}
 	}
+	return ev
 }
 
 // lossReason explains a script status for a key that is not ours any more.
