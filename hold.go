@@ -27,6 +27,7 @@ type hold struct {
 	cause error         // why it ended; set once
 	done  chan struct{} // made on the first Done call; closed when it ends
 	onEnd func(error)   // called once when it ends (WithLock's cancel)
+	given bool          // Lock returned it; the observer hears of its end only then
 	// stopHook stops the hook that releases the lock when the Lock context
 	// ends; guarded by the watchdog's mu, and called when the hold ends.
 	stopHook func() bool
@@ -73,13 +74,30 @@ func (h *hold) announce(cause error) {
 	if f != nil {
 		f(cause)
 	}
-	if o := h.c.obs; o != nil {
-		e := HoldEvent{Name: h.name, Held: time.Since(h.granted), Ending: holdEnding(cause)}
-		if e.Ending != EndUnlocked {
-			e.Cause = cause
-		}
-		o.HoldEnd(e)
+	h.endMu.Lock()
+	given := h.given
+	h.endMu.Unlock()
+	if o := h.c.obs; o != nil && given {
+		o.HoldEnd(h.event(cause))
 	}
+}
+
+func (h *hold) event(cause error) HoldEvent {
+	e := HoldEvent{Name: h.name, Held: time.Since(h.granted), Ending: holdEnding(cause)}
+	if e.Ending != EndUnlocked {
+		e.Cause = cause
+	}
+	return e
+}
+
+// give records that Lock returned the hold, so that the observer hears of
+// its end, and returns the cause if it has ended already (the caller then
+// reports that end itself, after the acquisition).
+func (h *hold) give() error {
+	h.endMu.Lock()
+	defer h.endMu.Unlock()
+	h.given = true
+	return h.cause
 }
 
 // ended reports whether the hold is over, also when its Lock context has

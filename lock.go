@@ -47,28 +47,37 @@ func (m *Mutex) lock(ctx context.Context, wait time.Duration, bounded bool) (boo
 	}
 	o := m.c.obs
 	if o == nil {
-		ok, _, err := m.lockOnce(ctx, wait, bounded)
+		h, ok, err := m.lockOnce(ctx, wait, bounded)
+		if h != nil {
+			h.give()
+		}
 		return ok, err
 	}
 	start := time.Now()
 	ctx = o.LockStart(ctx, m.name)
-	ok, reentered, err := m.lockOnce(ctx, wait, bounded)
+	h, ok, err := m.lockOnce(ctx, wait, bounded)
 	e := LockEvent{Name: m.name, Outcome: lockOutcome(ok, err), Wait: time.Since(start), Err: err}
-	if ok {
+	switch {
+	case h != nil:
+		e.FencingToken = h.fence
+	case ok:
+		e.Outcome = Reentered
 		e.FencingToken = m.FencingToken()
-		if reentered {
-			e.Outcome = Reentered
-		}
 	}
 	o.LockEnd(ctx, e)
+	if h != nil {
+		if cause := h.give(); cause != nil { // ended before it was reported
+			o.HoldEnd(h.event(cause))
+		}
+	}
 	return ok, err
 }
 
-// lockOnce is Lock and TryLock; reentered reports a reentrant handle's
-// relock.
-func (m *Mutex) lockOnce(ctx context.Context, wait time.Duration, bounded bool) (ok, reentered bool, err error) {
+// lockOnce is Lock and TryLock. It returns the new hold when it acquired
+// one; ok without a hold is a reentrant handle's relock.
+func (m *Mutex) lockOnce(ctx context.Context, wait time.Duration, bounded bool) (h *hold, ok bool, err error) {
 	if ctx.Err() != nil {
-		return false, false, ctxErr(ctx, "lock", m.name, nil)
+		return nil, false, ctxErr(ctx, "lock", m.name, nil)
 	}
 	var until time.Time
 	if bounded {
@@ -76,23 +85,23 @@ func (m *Mutex) lockOnce(ctx context.Context, wait time.Duration, bounded bool) 
 	}
 	if m.reentrant {
 		if ok, err, done := m.reenter(ctx); done {
-			return ok, ok, err
+			return nil, ok, err
 		}
 	}
 	if ok, err := m.takeSlot(ctx, bounded, until); !ok {
-		return false, false, err
+		return nil, false, err
 	}
-	h, err := m.c.acquire(ctx, m, bounded, until)
+	h, err = m.c.acquire(ctx, m, bounded, until)
 	if h == nil {
 		<-m.slot
-		return false, false, err
+		return nil, false, err
 	}
 	m.mu.Lock()
 	h.count = 1
 	m.h = h
 	m.last = nil
 	m.mu.Unlock()
-	return true, false, nil
+	return h, true, nil
 }
 
 // takeSlot waits for the handle's local slot, so that goroutines sharing the
