@@ -1,58 +1,22 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/dlock-go/dlock/internal/testserver"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func checkStory(t *testing.T, res result, out string) {
-	t.Helper()
-	t.Log("\n" + out)
-	if res.shipped != 1 || res.skipped != 1 || res.rejected != 1 {
-		t.Fatalf("shipped %d, skipped %d, rejected %d; want 1 each", res.shipped, res.skipped, res.rejected)
+// The example connects to the embedded Redis when REDIS_URL is unset, and
+// refuses a bad URL with a clear error. (The story is tested in internal/demo.)
+func TestConnect(t *testing.T) {
+	rdb, where, stop, err := connect("")
+	if err != nil || rdb == nil || where == "" {
+		t.Fatalf("connect(\"\") = %v, %q, %v", rdb, where, err)
 	}
-	if res.shippedBy == res.stalled || res.stalled == "" {
-		t.Fatalf("shipped by %q, stalled %q: the stalled worker must not ship", res.shippedBy, res.stalled)
+	stop()
+	if _, _, _, err := connect("not a url"); err == nil {
+		t.Fatal("connect accepted a bad URL")
 	}
-	if !strings.Contains(out, "lock lost") || !strings.Contains(out, "REJECTED") {
-		t.Fatal("timeline does not show the loss and the rejected write")
-	}
-}
-
-// The story on a real redis-server.
-func TestStoryOnRedisServer(t *testing.T) {
-	srv := testserver.StartRedis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	res, err := run(ctx, srv.Client(), &out, 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStory(t, res, out.String())
-}
-
-// The story on the embedded Redis that `go run` uses without REDIS_URL.
-func TestStoryOnEmbeddedRedis(t *testing.T) {
-	rdb, _, stop, err := connect("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	res, err := run(ctx, rdb, &out, 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStory(t, res, out.String())
 }
