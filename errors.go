@@ -1,6 +1,8 @@
 package dlock
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,6 +55,9 @@ func isTransient(err error) bool {
 		errors.Is(err, ErrWrongType) || errors.Is(err, ErrInvalidArgument) {
 		return false
 	}
+	if isTLSConfigError(err) {
+		return false // a certificate the client does not trust will not change by itself
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return true // network errors, timeouts, pool exhaustion
@@ -65,6 +70,20 @@ func isTransient(err error) bool {
 		}
 	}
 	return false
+}
+
+// isTLSConfigError reports a TLS failure that retrying cannot fix: an
+// untrusted or invalid certificate, or a server that does not speak TLS.
+func isTLSConfigError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+		header   tls.RecordHeaderError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &invalid) ||
+		errors.As(err, &hostname) || errors.As(err, &header)
 }
 
 // redisErr wraps an error from Redis for the lock called name, naming what

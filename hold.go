@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,7 +177,17 @@ func (e *lossError) Unwrap() error { return ErrLockLost }
 // earlier, so start + lease is safe up to the drift of the two clocks' rates,
 // which the margin of 1% + 1ms covers.
 func leaseEnd(start int64, lease time.Duration) int64 {
-	return start + int64(lease-leaseMargin(lease))
+	return after(start, lease-leaseMargin(lease))
+}
+
+// after returns t+d for times in nanoseconds since the watchdog's epoch,
+// saturating instead of wrapping around for huge durations (a lease of
+// hundreds of years must not end in the past).
+func after(t int64, d time.Duration) int64 {
+	if d > 0 && t > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return t + int64(d)
 }
 
 // leaseMargin is how much earlier than the server a holder gives up its lease.

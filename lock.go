@@ -225,9 +225,18 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		}
 		return nil, err
 	}
-	for {
+	for attempt := 0; ; attempt++ {
 		start := c.w.now()
-		v, err := acquireScript.Run(ctx, c.rdb, m.keys, h.args[:]...).Int64()
+		actx, cancelAttempt := ctx, context.CancelFunc(nil)
+		if bounded && attempt > 0 {
+			// A retry does not run past the wait (with a client that honours
+			// context deadlines); the first attempt always completes.
+			actx, cancelAttempt = context.WithDeadline(ctx, until)
+		}
+		v, err := acquireScript.Run(actx, c.rdb, m.keys, h.args[:]...).Int64()
+		if cancelAttempt != nil {
+			cancelAttempt()
+		}
 		pttl := time.Duration(-1) // unknown, or the key has no expiry
 		if err == nil {
 			if v > 0 {
@@ -242,7 +251,15 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		} else {
 			unknown = unknown || mayHaveRun(err)
 			if ctx.Err() != nil {
+				if lastErr != nil && errors.Is(err, ctx.Err()) {
+					err = lastErr // the context only cut the attempt: report why earlier ones failed
+				}
 				return giveUp(ctxErr(ctx, "lock", m.name, err))
+			}
+			if actx != ctx && errors.Is(actx.Err(), context.DeadlineExceeded) {
+				// The wait ended during this retry: time ran out; the last
+				// Redis error, if any, is the one reported.
+				return giveUp(timeUp(m.name, lastErr))
 			}
 			if !isTransient(err) {
 				return giveUp(redisErr("lock", m.name, err))
@@ -254,10 +271,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		left := time.Duration(math.MaxInt64)
 		if bounded {
 			if left = time.Until(until); left <= 0 {
-				if lastErr != nil {
-					return giveUp(redisErr("lock", m.name, lastErr))
-				}
-				return giveUp(nil)
+				return giveUp(timeUp(m.name, lastErr))
 			}
 		}
 		// Before the second attempt, subscribe to the name's release notices:
@@ -300,6 +314,15 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 			return giveUp(fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed))
 		}
 	}
+}
+
+// timeUp is what a bounded wait returns when its time runs out: nil, or the
+// last attempt's transient Redis error.
+func timeUp(name string, lastErr error) error {
+	if lastErr != nil {
+		return redisErr("lock", name, lastErr)
+	}
+	return nil
 }
 
 // mayHaveRun reports whether a command that failed with err may still have

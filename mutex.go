@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -65,7 +66,8 @@ func WithReentrant() MutexOption {
 }
 
 // NewMutex returns a handle on the lock called name. It does not talk to
-// Redis. An empty name or an invalid option does not panic: every call on the
+// Redis. An empty name, a name starting with "dlock:fence:" (the fencing
+// counters' keys) or an invalid option does not panic: every call on the
 // handle then returns an error matching ErrInvalidArgument.
 func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 	m := &Mutex{c: c, name: name, slot: make(chan struct{}, 1)}
@@ -79,6 +81,8 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 		m.err = invalid("NewMutex called on a nil *Client")
 	case name == "":
 		m.err = invalid("lock name is empty")
+	case strings.HasPrefix(name, fencePrefix):
+		m.err = invalid("lock name %s is in the prefix %q that dlock reserves for its fencing counters", quote(name), fencePrefix)
 	}
 	if m.err == nil {
 		m.keys = []string{name, fenceKey(name)}

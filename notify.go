@@ -48,7 +48,8 @@ type subConn struct {
 type subChan struct {
 	refs      int
 	confirmed bool
-	ready     chan struct{} // closed when the server first confirms
+	failed    error         // the server refused the subscription
+	ready     chan struct{} // closed when the server first confirms, or refuses
 	idleSince time.Time     // when refs dropped to 0
 	names     map[string]*waitList
 }
@@ -132,11 +133,19 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 	defer t.Stop()
 	select {
 	case <-ready:
-		return w
+		n.mu.Lock()
+		failed := ch.failed
+		if failed != nil {
+			n.degrade(failed)
+		}
+		n.mu.Unlock()
+		if failed == nil {
+			return w
+		}
 	case <-t.C:
 		if left >= subscribeTimeout {
 			n.mu.Lock()
-			n.degrade(nil)
+			n.degrade(errors.New("the server did not confirm the subscription within " + subscribeTimeout.String()))
 			n.mu.Unlock()
 		}
 	case <-ctx.Done():
@@ -297,6 +306,8 @@ func (n *notifier) dispatch(sc *subConn) {
 			return
 		case isTimeout(err):
 			_ = sc.ps.Ping(ctx) // the answer, or the error, comes to this loop
+		case isRedisError(err):
+			n.refused(sc, err) // NOPERM to a SUBSCRIBE, say: the connection itself is fine
 		default:
 			// The connection broke; the next receive reconnects. Do not spin
 			// while the server is unreachable.
@@ -312,6 +323,25 @@ func (n *notifier) dispatch(sc *subConn) {
 			n.sweep(sc)
 		}
 	}
+}
+
+// refused fails the subscriptions the server has not confirmed yet: their
+// waiters stop waiting for confirmation and the Client waits by backoff.
+func (n *notifier) refused(sc *subConn, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for name, ch := range sc.chans {
+		if !ch.confirmed && ch.failed == nil {
+			ch.failed = err
+			close(ch.ready)
+			delete(sc.chans, name)
+		}
+	}
+}
+
+func isRedisError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
 }
 
 func (n *notifier) isClosed() bool {

@@ -8,40 +8,56 @@ import (
 )
 
 // run executes one watchdog pass: every renewal entry is extended by the
-// renew script in batches of at most the batch size (one slot per batch on a
-// cluster, where a script's keys must share a slot), and every orphan entry is
-// released by the release script. All scripts go out in one pipeline, one
-// round trip per node; if the server lost its script cache, the scripts are
-// loaded and the pass is sent once more.
+// renew script in batches of at most the batch size (one slot per batch
+// unless every key lives on one server), and every orphan entry is released
+// by the release script. All scripts go out in one pipeline, one round trip
+// per node. The first pass sends them by EVAL, which caches them; later
+// passes by EVALSHA, and calls the server answers NOSCRIPT (a restarted or
+// flushed server, a new cluster node) go out once more by EVAL: one more
+// round trip, once per server, never on the first renewal of a hold.
 func (w *watchdog) run(ctx context.Context, batch []*entry) []result {
 	res := make([]result, len(batch))
 	calls := w.plan(batch)
-	for attempt := 0; ; attempt++ {
-		w.pipelines.Add(1)
-		_, _ = w.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := range calls {
-				calls[i].send(ctx, p, batch, w.c.cfg.watchdogTimeout, w.c.pub)
-			}
-			return nil
-		})
-		noScript := false
-		for i := range calls {
-			noScript = noScript || isNoScript(calls[i].cmd.Err())
+	if !w.loaded.Load() {
+		w.send(ctx, calls, batch, true)
+		ok := true
+		for _, c := range calls {
+			ok = ok && c.cmd.Err() == nil
+			c.collect(batch, res)
 		}
-		if !noScript || attempt > 0 {
-			break
-		}
-		if err := loadScripts(ctx, w.c.rdb); err != nil {
-			for i := range res {
-				res[i].err = err
-			}
-			return res
+		w.loaded.Store(ok)
+		return res
+	}
+	w.send(ctx, calls, batch, false)
+	var again []call
+	for _, c := range calls {
+		if isNoScript(c.cmd.Err()) {
+			again = append(again, c)
 		}
 	}
-	for i := range calls {
-		calls[i].collect(batch, res)
+	if len(again) > 0 {
+		w.send(ctx, again, batch, true)
+		for _, c := range again {
+			c.collect(batch, res)
+		}
+	}
+	for _, c := range calls {
+		if !isNoScript(c.cmd.Err()) {
+			c.collect(batch, res)
+		}
 	}
 	return res
+}
+
+// send sends calls in one pipeline, by EVAL when eval is set.
+func (w *watchdog) send(ctx context.Context, calls []call, batch []*entry, eval bool) {
+	w.pipelines.Add(1)
+	_, _ = w.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range calls {
+			calls[i].send(ctx, p, batch, w.c.cfg.watchdogTimeout, w.c.pub, eval)
+		}
+		return nil
+	})
 }
 
 // A call is one script in a pass: a renew batch or one orphan's release.
@@ -76,10 +92,15 @@ func (w *watchdog) plan(batch []*entry) []call {
 	return calls
 }
 
-func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration, pub string) {
+func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration, pub string, eval bool) {
 	first := batch[c.idx[0]]
 	if first.kind == kindOrphan {
-		c.cmd = p.EvalSha(ctx, releaseScript.Hash(), []string{first.key, noticeChannel(first.key)}, first.token, pub)
+		keys := []string{first.key, noticeChannel(first.key)}
+		if eval {
+			c.cmd = p.Eval(ctx, releaseSource, keys, first.token, pub)
+		} else {
+			c.cmd = p.EvalSha(ctx, releaseScript.Hash(), keys, first.token, pub)
+		}
 		return
 	}
 	keys := make([]string, len(c.idx))
@@ -89,7 +110,11 @@ func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, leas
 		keys[k] = batch[i].key
 		args[k+1] = batch[i].token
 	}
-	c.cmd = p.EvalSha(ctx, renewScript.Hash(), keys, args...)
+	if eval {
+		c.cmd = p.Eval(ctx, renewSource, keys, args...)
+	} else {
+		c.cmd = p.EvalSha(ctx, renewScript.Hash(), keys, args...)
+	}
 }
 
 func (c *call) collect(batch []*entry, res []result) {

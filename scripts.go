@@ -1,7 +1,6 @@
 package dlock
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -16,11 +15,15 @@ import (
 var scriptFiles embed.FS
 
 func loadScript(name string) *redis.Script {
+	return redis.NewScript(scriptSource(name))
+}
+
+func scriptSource(name string) string {
 	src, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
 	if err != nil {
 		panic("dlock: embedded script missing: " + name) // a build defect, caught by every test
 	}
-	return redis.NewScript(string(src))
+	return string(src)
 }
 
 // The scripts, one per file under scripts/, each loaded into Redis once: the
@@ -33,19 +36,11 @@ var (
 	inspectScript     = loadScript("inspect")
 	forceUnlockScript = loadScript("force_unlock")
 
-	allScripts = []*redis.Script{acquireScript, releaseScript, renewScript, inspectScript, forceUnlockScript}
+	// The sources a pipeline sends with EVAL when the server answers
+	// NOSCRIPT (a pipelined EVALSHA cannot fall back by itself).
+	releaseSource = scriptSource("release")
+	renewSource   = scriptSource("renew")
 )
-
-// loadScripts loads every script into the server's cache (on every shard of a
-// cluster), which pipelined EVALSHA calls need because they cannot fall back.
-func loadScripts(ctx context.Context, rdb redis.Scripter) error {
-	for _, s := range allScripts {
-		if err := s.Load(ctx, rdb).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 

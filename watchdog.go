@@ -43,6 +43,7 @@ type watchdog struct {
 	wg    sync.WaitGroup
 
 	pipelines atomic.Uint64 // sent by run, read into stats
+	loaded    atomic.Bool   // the renew and release scripts are in the server's cache
 
 	// exec runs one pass against Redis (a seam for tests).
 	exec func(ctx context.Context, batch []*entry) []result
@@ -131,7 +132,7 @@ func (w *watchdog) watch(h *hold, start int64, lease time.Duration, renew bool) 
 	}
 	e.slot = slotOf(h.name)
 	e.end = leaseEnd(start, lease)
-	e.due = start + int64(w.interval)
+	e.due = after(start, w.interval)
 	h.deadline.Store(e.end)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -159,7 +160,7 @@ func (w *watchdog) confirmed(h *hold, start int64) {
 		e.end = end
 		h.deadline.Store(end)
 	}
-	if due := start + int64(w.interval); due > e.due {
+	if due := after(start, w.interval); due > e.due {
 		e.due = due
 	}
 	heap.Fix(&w.q, e.index)
@@ -330,7 +331,7 @@ func (w *watchdog) pushOrphan(key, token string, slot uint16, lease time.Duratio
 	}
 	now := w.now()
 	heap.Push(&w.q, &entry{kind: kindOrphan, key: key, token: token, slot: slot, lease: lease,
-		due: now, end: now + int64(lease), recheck: recheck, index: -1})
+		due: now, end: after(now, lease), recheck: recheck, index: -1})
 	if now < w.wakeAt {
 		signal(w.kick)
 	}
@@ -364,7 +365,7 @@ func (w *watchdog) renewer() {
 		sent := w.now()
 		// Give the pass until the earliest deadline in it; past that its answer
 		// no longer matters. (go-redis honours this only with ContextTimeoutEnabled.)
-		ctx, cancel := context.WithTimeout(w.ctx, time.Duration(earliest-sent)+w.retry)
+		ctx, cancel := context.WithTimeout(w.ctx, min(time.Duration(earliest-sent), time.Hour)+w.retry)
 		res := w.exec(ctx, batch)
 		cancel()
 		w.mu.Lock()
@@ -412,8 +413,8 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 				e.recheck--
 				again = true
 			}
-			if again && now+int64(w.retry) < e.end {
-				e.due = now + int64(w.retry)
+			if again && after(now, w.retry) < e.end {
+				e.due = after(now, w.retry)
 				heap.Fix(&w.q, e.index)
 			} else {
 				heap.Remove(&w.q, e.index)
@@ -434,7 +435,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 						"name", key, "error", err, "left", left)
 				})
 			}
-			e.due = now + int64(w.retry)
+			e.due = after(now, w.retry)
 			heap.Fix(&w.q, e.index)
 		case r.status == 1:
 			w.stats.Renewals++
@@ -447,7 +448,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 				e.end = end
 				e.h.deadline.Store(end)
 			}
-			e.due = sent + int64(w.interval)
+			e.due = after(sent, w.interval)
 			heap.Fix(&w.q, e.index)
 		default:
 			w.lose(e, lossReason(r.status))

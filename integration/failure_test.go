@@ -94,8 +94,10 @@ func TestFrozenRedisLosesAtDeadline(t *testing.T) {
 	}
 	srv.Resume()
 	// Once the server answers again the key is gone within one lease.
+	admin := srv.Admin()
 	testserver.WaitFor(t, 10*time.Second, "the frozen holder's key to go", func() bool {
-		return rdb.Exists(context.Background(), "lock:frozen").Val() == 0
+		n, err := admin.Exists(context.Background(), "lock:frozen").Result()
+		return err == nil && n == 0
 	})
 }
 
@@ -114,8 +116,10 @@ func TestUnknownAcquireOutcomeIsCleanedUp(t *testing.T) {
 	}
 	// The script ran, so the key exists, with a 30s lease: the orphan cleanup
 	// deletes it well before that.
+	admin := srv.Admin()
 	testserver.WaitFor(t, 5*time.Second, "the orphaned key to be deleted", func() bool {
-		return rdb.Exists(context.Background(), "lock:unknown").Val() == 0
+		n, err := admin.Exists(context.Background(), "lock:unknown").Result()
+		return err == nil && n == 0
 	})
 	if ok, err := m.TryLock(ctx, time.Second); !ok || err != nil {
 		t.Fatalf("TryLock after cleanup = %v, %v", ok, err)

@@ -165,6 +165,9 @@ func TestBadInputOnCalls(t *testing.T) {
 	if err := empty.Unlock(ctx); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("Unlock with empty name = %v", err)
 	}
+	if err := c.NewMutex("dlock:fence:{0}").Lock(ctx); !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "reserves") {
+		t.Fatalf("Lock of a fencing counter's key = %v, want ErrInvalidArgument", err)
+	}
 	for _, d := range []time.Duration{0, -time.Second} {
 		m := c.NewMutex("lock:bad", dlock.WithLeaseTime(d))
 		if err := m.Lock(ctx); !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "lease") {

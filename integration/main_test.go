@@ -32,12 +32,13 @@ func newClient(t testing.TB, rdb redis.UniversalClient, opts ...dlock.Option) *d
 	return c
 }
 
-// setup starts a redis-server and returns a raw client for it and a dlock Client.
+// setup starts a redis-server and returns it, an admin client for what the
+// test does to Redis itself (full rights), and a dlock Client that connects
+// as the harness's least-privilege lock user (srv.Client()).
 func setup(t testing.TB, opts ...dlock.Option) (*testserver.Redis, *redis.Client, *dlock.Client) {
 	t.Helper()
 	srv := testserver.StartRedis(t)
-	rdb := srv.Client()
-	return srv, rdb, newClient(t, rdb, opts...)
+	return srv, srv.Admin(), newClient(t, srv.Client(), opts...)
 }
 
 func ctxT(t testing.TB) context.Context {

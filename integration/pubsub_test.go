@@ -44,6 +44,7 @@ func TestWaiterWokenByReleaseNotice(t *testing.T) {
 	opts := []dlock.Option{dlock.WithWatchdogTimeout(30 * time.Second), dlock.WithRenewInterval(10 * time.Second), slowBackOff()}
 	a := newClient(t, srv.Client(), opts...)
 	b := newClient(t, srv.Client(), opts...)
+	admin := srv.Admin()
 	ctx := ctxT(t)
 	var worst time.Duration
 	for i := range 5 {
@@ -61,7 +62,7 @@ func TestWaiterWokenByReleaseNotice(t *testing.T) {
 		}()
 		// Wait until the waiter is subscribed (its channel has a subscriber).
 		testserver.WaitFor(t, 5*time.Second, "the waiter's subscription", func() bool {
-			return srv.Client().PubSubNumSub(ctx, noticeChannel("lock:wake")).Val()[noticeChannel("lock:wake")] > 0
+			return admin.PubSubNumSub(ctx, noticeChannel("lock:wake")).Val()[noticeChannel("lock:wake")] > 0
 		})
 		released := time.Now()
 		if err := holder.Unlock(ctx); err != nil {
@@ -88,7 +89,7 @@ func TestWaiterWokenByReleaseNotice(t *testing.T) {
 // all of them acquire in turn.
 func TestManyWaitersShareOneSubscriptionConnection(t *testing.T) {
 	srv := testserver.StartRedis(t)
-	admin := srv.Client()
+	admin := srv.Admin()
 	holderC := newClient(t, srv.Client())
 	waiterC := newClient(t, srv.Client())
 	ctx := ctxT(t)
@@ -142,7 +143,7 @@ func TestManyWaitersShareOneSubscriptionConnection(t *testing.T) {
 // back by itself.
 func TestKilledSubscriptionStillAcquiresWithinLease(t *testing.T) {
 	srv := testserver.StartRedis(t)
-	admin := srv.Client()
+	admin := srv.Admin()
 	holderC := newClient(t, srv.Client())
 	waiterC := newClient(t, srv.Client(), slowBackOff())
 	ctx := ctxT(t)
@@ -189,7 +190,7 @@ func TestKilledSubscriptionStillAcquiresWithinLease(t *testing.T) {
 // holder's PTTL alone, and still acquire.
 func TestWithoutPubSubWaitsByBackoff(t *testing.T) {
 	srv := testserver.StartRedis(t)
-	admin := srv.Client()
+	admin := srv.Admin()
 	a := newClient(t, srv.Client(), dlock.WithoutPubSub())
 	b := newClient(t, srv.Client(), dlock.WithoutPubSub())
 	ctx := ctxT(t)

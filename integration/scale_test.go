@@ -25,7 +25,7 @@ func TestWatchdogKeeps10000LocksFresh(t *testing.T) {
 		renew10 = 250 * time.Millisecond
 	)
 	srv := testserver.StartRedis(t)
-	admin := srv.Client()
+	admin := srv.Admin()
 	c := newClient(t, srv.Client(func(o *redis.Options) { o.PoolSize = 64 }),
 		dlock.WithWatchdogTimeout(lease10), dlock.WithRenewInterval(renew10))
 	ctx := ctxT(t)

@@ -16,9 +16,9 @@ if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%
   return {-1, kind}
 end
 redis.call('DEL', KEYS[1])
-if ARGV[1] == 'p' then
-  redis.call('PUBLISH', KEYS[2], KEYS[1])
+if ARGV[1] == 'p' then -- a hint: a refused publish does not undo the delete
+  redis.pcall('PUBLISH', KEYS[2], KEYS[1])
 elseif ARGV[1] == 's' then
-  redis.call('SPUBLISH', KEYS[2], KEYS[1])
+  redis.pcall('SPUBLISH', KEYS[2], KEYS[1])
 end
 return {1, kind}

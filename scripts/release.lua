@@ -5,10 +5,14 @@
 -- ARGV[2]  how to announce: 'p' PUBLISH, 's' SPUBLISH (cluster), '' not at all
 -- Returns 1 deleted (and announced, with the lock's name as the message);
 --         0 the key is gone (the lease ran out);
---         -1 another token holds it; -2 the key holds another Redis type.
+--         -1 another token holds it; -2 the key holds another Redis type;
+--         an error if Redis refused the read (NOPERM, say): nothing changed.
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
-  return -2
+  if string.find(v['err'], 'WRONGTYPE', 1, true) then
+    return -2
+  end
+  return v
 end
 if not v then
   return 0
@@ -17,9 +21,11 @@ if v ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
+-- The notice is a hint: a refused publish must not turn a done release into
+-- an error (waiters still wake by their backoff and the lease).
 if ARGV[2] == 'p' then
-  redis.call('PUBLISH', KEYS[2], KEYS[1])
+  redis.pcall('PUBLISH', KEYS[2], KEYS[1])
 elseif ARGV[2] == 's' then
-  redis.call('SPUBLISH', KEYS[2], KEYS[1])
+  redis.pcall('SPUBLISH', KEYS[2], KEYS[1])
 end
 return 1

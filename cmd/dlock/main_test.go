@@ -142,7 +142,7 @@ func TestRunNeverInterleaves(t *testing.T) {
 // 79 with a one-line reason.
 func TestRunLostLockStopsCommand(t *testing.T) {
 	srv := testserver.StartRedis(t)
-	rdb := srv.Client()
+	rdb := srv.Admin()
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 	script := fmt.Sprintf(`trap 'echo TERM > %s; exit 3' TERM; touch %s; while :; do sleep 0.05; done`, got, ready)
@@ -199,7 +199,7 @@ func TestRunForwardsSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			srv := testserver.StartRedis(t)
-			rdb := srv.Client()
+			rdb := srv.Admin()
 			dir := t.TempDir()
 			ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 			script := fmt.Sprintf(`trap 'echo %[3]s > %[1]s; exit 42' %[3]s; touch %[2]s; while :; do sleep 0.05; done`,
@@ -242,7 +242,7 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 	began := time.Now()
 	cmd, out, errb := start(t, "run", "--redis", redisURL(srv), "cli:waiting", "--", "touch", marker)
 	testserver.WaitFor(t, 10*time.Second, "dlock to wait (subscribed to the lock's notices)", func() bool {
-		return len(srv.Client().PubSubChannels(context.Background(), "dlock:notice:*").Val()) > 0
+		return len(srv.Admin().PubSubChannels(context.Background(), "dlock:notice:*").Val()) > 0
 	})
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	r := wait(t, cmd, out, errb, began)
@@ -302,11 +302,11 @@ func TestRunStatusesAndEnvironment(t *testing.T) {
 	if r := dlockRun(t, "run", "--redis", url, "cli:env"); r.code != exitUsage {
 		t.Fatalf("no command: exit %d, want %d", r.code, exitUsage)
 	}
-	srv.Client().HSet(context.Background(), "cli:hash", "f", "v")
+	srv.Admin().HSet(context.Background(), "cli:hash", "f", "v")
 	if r := dlockRun(t, "run", "--redis", url, "cli:hash", "--", "true"); r.code != exitDataErr {
 		t.Fatalf("foreign key: exit %d, want %d; stderr %s", r.code, exitDataErr, r.stderr)
 	}
-	if srv.Client().Exists(context.Background(), "cli:env").Val() != 0 {
+	if srv.Admin().Exists(context.Background(), "cli:env").Val() != 0 {
 		t.Fatal("a finished run left its lock behind")
 	}
 }
@@ -336,9 +336,9 @@ func TestStatusAndForceUnlock(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "not held; nothing deleted") {
 		t.Fatalf("second unlock --force: exit %d\n%s", r.code, r.stdout)
 	}
-	srv.Client().HSet(context.Background(), "cli:hash", "f", "v")
+	srv.Admin().HSet(context.Background(), "cli:hash", "f", "v")
 	if r := dlockRun(t, "unlock", "--force", "--redis", url, "cli:hash"); r.code != exitDataErr ||
-		srv.Client().HGet(context.Background(), "cli:hash", "f").Val() != "v" {
+		srv.Admin().HGet(context.Background(), "cli:hash", "f").Val() != "v" {
 		t.Fatalf("unlock of a hash: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -18,7 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Redis is a Redis server started for a test and stopped when it ends.
+// Redis is a Redis server started for a test and stopped when it ends. It
+// has an ACL user, LockUser, with only the rights dlock needs: Client
+// connects as that user, Admin as the default user with every right.
 type Redis struct {
 	// Addr is the server's host:port on loopback.
 	Addr string
@@ -29,26 +32,39 @@ type Redis struct {
 	dir  string
 	args []string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	out    *bytes.Buffer
-	exited chan error // receives the process's end
+	tls      *tls.Config // non-nil: the server speaks TLS only (StartRedisTLS)
+	tlsArgs  []string    // the TLS part of the command line
+	password string      // LockUser's
+	admin    string      // the default user's password (--requirepass), usually none
+
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	out       *bytes.Buffer
+	exited    chan error // receives the process's end
+	denialsOK bool       // the test makes Redis refuse LockUser on purpose
 }
 
 // RequireRedis reports whether a missing Redis must fail the test.
 func RequireRedis() bool { return os.Getenv("DLOCK_REQUIRE_REDIS") == "1" }
 
 // StartRedis starts a fresh Redis for tb without persistence: a local
-// redis-server with args added to its command line, or a container.
+// redis-server with args added to its command line, or a container. Either
+// way the server has the user LockUser (see Client and Admin).
 func StartRedis(tb testing.TB, args ...string) *Redis {
 	tb.Helper()
 	if bin, err := exec.LookPath("redis-server"); err == nil {
-		r := &Redis{tb: tb, bin: bin, dir: tb.TempDir(), args: args}
+		r := &Redis{tb: tb, bin: bin, dir: tb.TempDir(), args: args, admin: requirePass(args)}
 		r.startFresh()
 		return r
 	}
 	if dockerAnswers() {
-		return startContainer(tb, args)
+		r := startContainer(tb, args)
+		r.admin = requirePass(args)
+		if err := r.createLockUser(); err != nil {
+			tb.Fatalf("testserver: redis container: %v", err)
+		}
+		tb.Cleanup(r.checkDenials) // runs before the container's cleanup
+		return r
 	}
 	msg := "no redis-server on PATH (apt-get install redis-server) and no Docker engine answering for testcontainers"
 	if RequireRedis() {
@@ -92,11 +108,15 @@ func (r *Redis) startFresh() {
 }
 
 func (r *Redis) start() error {
-	argv := append([]string{
-		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+	argv := []string{"--port", strconv.Itoa(r.port)}
+	if r.tls != nil {
+		argv = append([]string{"--port", "0", "--tls-port", strconv.Itoa(r.port)}, r.tlsArgs...)
+	}
+	argv = append(append(argv,
+		"--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", r.dir,
 		"--daemonize", "no", "--protected-mode", "no",
-	}, r.args...)
+	), r.args...)
 	cmd := exec.Command(r.bin, argv...)
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -108,7 +128,12 @@ func (r *Redis) start() error {
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if ping(r.Addr) == nil {
+		if ping(r.Addr, r.tls) == nil {
+			if err := r.createLockUser(); err != nil {
+				_ = cmd.Process.Kill()
+				<-exited
+				return fmt.Errorf("%v: %s", err, out.String())
+			}
 			r.mu.Lock()
 			r.cmd, r.out, r.exited = cmd, out, exited
 			r.mu.Unlock()
@@ -125,8 +150,16 @@ func (r *Redis) start() error {
 	return fmt.Errorf("no answer on %s within 10s: %s", r.Addr, out.String())
 }
 
-// Kill stops the server at once with SIGKILL, losing every key.
+// Kill stops the server at once with SIGKILL, losing every key. Before
+// that it fails the test if the server refused LockUser anything (see
+// ExpectDenials).
 func (r *Redis) Kill() {
+	r.mu.Lock()
+	running := r.cmd != nil
+	r.mu.Unlock()
+	if running {
+		r.checkDenials()
+	}
 	r.mu.Lock()
 	cmd, exited := r.cmd, r.exited
 	r.cmd = nil
@@ -173,16 +206,56 @@ func (r *Redis) signal(sig syscall.Signal) {
 	}
 }
 
-// Client returns a go-redis client for the server, closed when the test ends.
-// opts, if given, adjusts its options first.
+// Client returns a go-redis client for the server that authenticates as
+// LockUser, with only the rights dlock needs: give it to dlock. It is closed
+// when the test ends; opts, if given, adjusts its options first (another
+// Username and Password connect as another user).
 func (r *Redis) Client(opts ...func(*redis.Options)) *redis.Client {
-	o := &redis.Options{Addr: r.Addr}
+	o := &redis.Options{Addr: r.Addr, Username: LockUser, Password: r.password, TLSConfig: r.tlsConfig()}
+	return r.newClient(o, opts)
+}
+
+// Admin returns a go-redis client for the server as the default user, with
+// every right: for what a test does to Redis itself (reading and stealing
+// keys, FLUSHALL, SCRIPT FLUSH, CLIENT KILL, INFO, CONFIG, PUBSUB, ...),
+// which LockUser may not do. It is closed when the test ends; opts, if
+// given, adjusts its options first.
+func (r *Redis) Admin(opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: r.Addr, Password: r.admin, TLSConfig: r.tlsConfig()}
+	return r.newClient(o, opts)
+}
+
+func (r *Redis) newClient(o *redis.Options, opts []func(*redis.Options)) *redis.Client {
 	for _, f := range opts {
 		f(o)
 	}
 	c := redis.NewClient(o)
 	r.tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// adminOptions are the options of the harness's own full-rights connections.
+func (r *Redis) adminOptions() *redis.Options {
+	return &redis.Options{Addr: r.Addr, Password: r.admin, TLSConfig: r.tlsConfig()}
+}
+
+// tlsConfig returns a copy of the client TLS configuration, nil without TLS.
+func (r *Redis) tlsConfig() *tls.Config {
+	if r.tls == nil {
+		return nil
+	}
+	return r.tls.Clone()
+}
+
+// requirePass returns the default user's password when args set one.
+func requirePass(args []string) string {
+	pass := ""
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--requirepass" {
+			pass = args[i+1]
+		}
+	}
+	return pass
 }
 
 // Log returns what the server has printed (local servers only).
@@ -204,9 +277,18 @@ func freePort(tb testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// ping sends one PING over a plain connection and expects +PONG.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+// ping sends one PING over a plain connection, or a TLS one when cfg is not
+// nil, and expects +PONG (or -NOAUTH from a server that wants a password:
+// it answers all the same).
+func ping(addr string, cfg *tls.Config) error {
+	d := &net.Dialer{Timeout: 200 * time.Millisecond}
+	var conn net.Conn
+	var err error
+	if cfg != nil {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, cfg)
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return err
 	}
@@ -219,7 +301,7 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil

@@ -1,0 +1,176 @@
+package testserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LockUser is the ACL user the harness creates on every server it starts,
+// with the least-privilege rule of README.md ("Least privilege (ACL)"):
+// (*Redis).Client connects as this user, so every test runs dlock with only
+// the rights the README asks for.
+const LockUser = "locker"
+
+// LockCommands are the commands dlock needs on a single server (or the
+// primary behind Sentinel), named one by one: the scripts run by EVALSHA with
+// an EVAL fallback, the commands the scripts call (they are checked against
+// the same user), PING and the pub/sub commands of the notifier. README.md
+// says why each one is there; integration/acl_test.go checks that the list
+// is enough and that each entry is needed.
+var LockCommands = []string{
+	"evalsha", "eval",
+	"set", "get", "del", "pexpire", "pttl", "type", "strlen", "incr", "time", "publish",
+	"subscribe", "unsubscribe", "ping",
+}
+
+// LockRule returns the ACL SETUSER rule, after the user name, that gives a
+// user with password the rights dlock needs on locks whose names match
+// keyPatterns (glob patterns such as "lock:*"): dlock's own fencing counters
+// and notice channels are added (unless a pattern is "*", which covers them:
+// Redis refuses patterns after it). Pass commands to use another list than
+// LockCommands.
+func LockRule(password string, keyPatterns []string, commands ...string) []string {
+	if commands == nil {
+		commands = LockCommands
+	}
+	r := []string{"reset", "on", ">" + password, "resetkeys"}
+	all := false
+	for _, k := range keyPatterns {
+		r = append(r, "~"+k)
+		all = all || k == "*"
+	}
+	if !all {
+		r = append(r, "~dlock:fence:*", "~dlock:notice:*")
+	}
+	r = append(r, "resetchannels", "&dlock:notice:*", "-@all")
+	for _, c := range commands {
+		r = append(r, "+"+c)
+	}
+	return r
+}
+
+// LockUser returns the name and password of the user Client connects as.
+func (r *Redis) LockUser() (name, password string) { return LockUser, r.password }
+
+// lockPassword is LockUser's password on every server of the test process,
+// random, and the same on all of them, so that a client keeps authenticating
+// when it moves between servers (a failover to a replica, a cluster).
+var lockPassword = newPassword()
+
+// newPassword returns a fresh random password.
+func newPassword() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// createLockUser creates (or resets) LockUser on the server through a
+// full-rights connection, with the key pattern "*" standing for the lock
+// names (the tests use many). Commands the server does not know (renamed
+// away with --rename-command, say) are left out of the rule, so such a
+// server still answers "unknown command" rather than ACL SETUSER failing.
+func (r *Redis) createLockUser() error {
+	if r.password == "" {
+		r.password = lockPassword
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o := r.adminOptions()
+	o.MaxRetries = -1
+	admin := redis.NewClient(o)
+	defer admin.Close()
+	args := []any{"COMMAND", "INFO"}
+	for _, c := range LockCommands {
+		args = append(args, c)
+	}
+	infos, err := admin.Do(ctx, args...).Slice()
+	if err != nil {
+		return fmt.Errorf("COMMAND INFO: %w", err)
+	}
+	known := make([]string, 0, len(LockCommands))
+	for i, c := range LockCommands {
+		if i < len(infos) && infos[i] != nil {
+			known = append(known, c)
+		}
+	}
+	args = []any{"ACL", "SETUSER", LockUser}
+	for _, t := range LockRule(r.password, []string{"*"}, known...) {
+		args = append(args, t)
+	}
+	if err := admin.Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("ACL SETUSER %s: %w", LockUser, err)
+	}
+	return nil
+}
+
+// ExpectDenials tells the harness that the test makes Redis refuse LockUser
+// on purpose (sends FLUSHALL through Client, say). Without it, a test fails
+// when the server it started refused LockUser anything: the server's ACL log
+// is read when the server stops (Kill, Restart, the end of the test). That
+// catches a dlock that needs a right the README's rule lacks even where the
+// refusal never reaches the caller (the notifier's PING and UNSUBSCRIBE), and
+// a test that sends its own commands through Client instead of Admin.
+func (r *Redis) ExpectDenials() {
+	r.mu.Lock()
+	r.denialsOK = true
+	r.mu.Unlock()
+}
+
+// checkDenials fails the test if the server's ACL log holds refusals of
+// LockUser, unless the test expects them. A server that does not answer
+// within a second (paused, gone) is not checked.
+func (r *Redis) checkDenials() {
+	r.mu.Lock()
+	ok := r.denialsOK
+	r.mu.Unlock()
+	if ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	o := r.adminOptions()
+	o.MaxRetries = -1
+	admin := redis.NewClient(o)
+	defer admin.Close()
+	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
+	if err != nil {
+		return
+	}
+	var refused []string
+	for _, e := range entries {
+		f := aclLogEntry(e)
+		if f["username"] == LockUser && f["reason"] != "auth" { // a wrong password is no missing right
+			refused = append(refused, fmt.Sprintf("%s %s (%s, %s times)", f["reason"], f["object"], f["context"], f["count"]))
+		}
+	}
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		r.tb.Errorf("testserver: Redis refused %s (ACL LOG): %s. Either dlock needs a right that README's rule "+
+			"(LockCommands) lacks, or the test sent its own commands through Client: use Admin for those, "+
+			"or call ExpectDenials if the refusal is the point of the test", LockUser, strings.Join(refused, "; "))
+	}
+}
+
+// aclLogEntry reads one ACL LOG entry (a RESP3 map or a RESP2 list of
+// field, value pairs) into strings.
+func aclLogEntry(e any) map[string]string {
+	f := map[string]string{}
+	switch e := e.(type) {
+	case map[any]any:
+		for k, v := range e {
+			f[fmt.Sprint(k)] = fmt.Sprint(v)
+		}
+	case []any:
+		for i := 0; i+1 < len(e); i += 2 {
+			f[fmt.Sprint(e[i])] = fmt.Sprint(e[i+1])
+		}
+	}
+	return f
+}
