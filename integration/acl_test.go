@@ -305,15 +305,12 @@ func TestLockWithoutNoticeChannels(t *testing.T) {
 			if !waiter.IsHeld() {
 				t.Fatalf("waiter not holding: %v", waiter.Err())
 			}
+			// The release script deletes the key; a refused PUBLISH (a notice is
+			// only a hint) does not make Unlock fail.
 			if uerr != nil {
-				// The release script deletes the key, then its PUBLISH is refused:
-				// Unlock reports that although the lock was released.
-				if !pubsub || !strings.Contains(uerr.Error(), "publish to the channel") {
-					t.Fatalf("holder's Unlock = %v", uerr)
-				}
-				t.Logf("known: Unlock reports the refused notice although the key was deleted: %v", uerr)
+				t.Fatalf("holder's Unlock = %v", uerr)
 			}
-			if err := waiter.Unlock(ctx); err != nil && !pubsub {
+			if err := waiter.Unlock(ctx); err != nil {
 				t.Fatalf("waiter's Unlock = %v", err)
 			}
 			if n := admin.Exists(ctx, "lock:nochan").Val(); n != 0 {
