@@ -33,6 +33,7 @@ type Client struct {
 	log    *slog.Logger
 	clk    clock
 	w      *watchdog
+	st     store     // where the locks live
 	n      *notifier // nil WithoutPubSub
 	pub    string    // how releases are announced: "p" PUBLISH, "s" SPUBLISH, "" not
 	pubArg any       // pub, boxed once
@@ -228,6 +229,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 	}
 	c.pubArg = c.pub
+	c.st = newNode(rdb, &c.cfg, c.pub)
 	c.w = newWatchdog(c)
 	return c, nil
 }
@@ -274,11 +276,3 @@ func (c *Client) closed() bool {
 	}
 }
 
-// sameNode reports whether every key lives on one server, so that one script
-// may touch keys of any slot: true for *redis.Client (also what Sentinel's
-// failover client is). Cluster clients, and any client dlock does not know
-// (a wrapper, say), get scripts whose keys share one hash slot.
-func (c *Client) sameNode() bool {
-	_, ok := c.rdb.(*redis.Client)
-	return ok
-}

@@ -168,17 +168,17 @@ func TestPlanGroupsBySlotForUnknownClients(t *testing.T) {
 	c, err := New(wrapped{inner}, WithRenewBatchSize(100))
 	require.NoError(t, err)
 	defer c.Close()
-	require.False(t, c.sameNode())
+	require.False(t, c.st.(*node).sameNode)
 	batch := []*entry{{kind: kindRenew, key: "a", slot: slotOf("a")}, {kind: kindRenew, key: "b", slot: slotOf("b")},
 		{kind: kindRenew, key: "{a}x", slot: slotOf("{a}x")}}
-	calls := c.w.plan(batch)
+	calls := c.st.(*node).plan(batch)
 	require.Len(t, calls, 2, "keys of two slots make two calls")
 	require.Equal(t, []int{0, 2}, calls[0].idx)
 
 	single, err := New(inner, WithRenewBatchSize(100))
 	require.NoError(t, err)
 	defer single.Close()
-	require.Len(t, single.w.plan(batch), 1, "one server: one call for every slot")
+	require.Len(t, single.st.(*node).plan(batch), 1, "one server: one call for every slot")
 }
 
 type wrapped struct{ *redis.Client }

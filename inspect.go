@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -30,18 +29,9 @@ func (m *Mutex) Inspect(ctx context.Context) (Status, error) {
 	if err := m.check(ctx); err != nil {
 		return Status{}, err
 	}
-	v, err := inspectScript.Run(ctx, m.c.rdb, m.keys).Slice()
+	kind, pttl, last, err := m.c.st.inspect(ctx, m)
 	if err != nil {
 		return Status{}, redisErr("inspect", m.name, err)
-	}
-	if len(v) != 3 {
-		return Status{}, fmt.Errorf("dlock: inspect %s: unexpected reply %v", quote(m.name), v)
-	}
-	kind, ok1 := v[0].(string)
-	pttl, ok2 := v[1].(int64)
-	last, ok3 := v[2].(string)
-	if !ok1 || !ok2 || !ok3 {
-		return Status{}, fmt.Errorf("dlock: inspect %s: unexpected reply %v", quote(m.name), v)
 	}
 	switch kind {
 	case "none":
@@ -54,7 +44,7 @@ func (m *Mutex) Inspect(ctx context.Context) (Status, error) {
 	if pttl == -1 {
 		s.TTL = NoExpiry
 	}
-	s.LastFencingToken, _ = strconv.ParseInt(last, 10, 64)
+	s.LastFencingToken = last
 	return s, nil
 }
 
@@ -80,15 +70,11 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	v, err := forceUnlockScript.Run(ctx, m.c.rdb, m.relKeys, m.c.pub).Result()
+	status, kind, err := m.c.st.forceUnlock(ctx, m)
 	if err != nil {
 		return false, redisErr("force unlock", m.name, err)
 	}
-	r, err := parseStatus("force_unlock", v)
-	if err != nil {
-		return false, err
-	}
-	switch r.status {
+	switch status {
 	case 0:
 		return false, nil
 	case 1:
@@ -98,6 +84,6 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		m.c.log.Info("dlock: lock force-unlocked", "name", m.name)
 		return true, nil
 	default:
-		return false, fmt.Errorf("dlock: force unlock: %w", wrongType(m.name, r.kind))
+		return false, fmt.Errorf("dlock: force unlock: %w", wrongType(m.name, kind))
 	}
 }

@@ -146,19 +146,15 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 		return false, endedHoldErr(h), true
 	}
 	start := m.c.w.now()
-	v, err := renewScript.Run(ctx, m.c.rdb, m.keys[:1], leaseArg(h.ent.lease), h.token).Result()
+	st, err := m.c.st.renewOne(ctx, m.name, h.token, h.ent.lease)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctxErr(ctx, "lock", m.name, err), true
 		}
 		return false, redisErr("lock (reentrant)", m.name, err), true
 	}
-	sts, err := int64s(v, 1)
-	if err != nil {
-		return false, err, true
-	}
-	if sts[0] != 1 {
-		m.c.w.loseHold(h, lossReason(sts[0]))
+	if st != 1 {
+		m.c.w.loseHold(h, lossReason(st))
 		return false, fmt.Errorf("dlock: lock %s (reentrant): %w", quote(m.name), h.why()), true
 	}
 	m.c.w.confirmed(h, start)
@@ -233,7 +229,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 			// context deadlines); the first attempt always completes.
 			actx, cancelAttempt = context.WithDeadline(ctx, until)
 		}
-		v, err := acquireScript.Run(actx, c.rdb, m.keys, h.args[:]...).Int64()
+		v, err := c.st.acquire(actx, m, h)
 		if cancelAttempt != nil {
 			cancelAttempt()
 		}
@@ -345,7 +341,7 @@ func (c *Client) grant(ctx context.Context, h *hold, fence, start int64, lease t
 		h.finish(ErrClosed)
 		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)
 		defer cancel()
-		_ = releaseScript.Run(rctx, c.rdb, h.relKeys, h.relArgs[:]...).Err()
+		_, _ = c.st.release(rctx, h)
 		return nil, fmt.Errorf("dlock: lock %s: %w", quote(h.name), ErrClosed)
 	}
 	if ctx.Done() != nil {

@@ -34,6 +34,6 @@ func (c *Client) Stats() Stats {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	s := c.w.stats
-	s.Pipelines = c.w.pipelines.Load()
+	s.Pipelines = c.st.pipelines()
 	return s
 }

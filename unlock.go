@@ -92,7 +92,7 @@ func (c *Client) release(ctx context.Context, h *hold) (UnlockOutcome, error) {
 		}
 		return WasEnded, err
 	}
-	st, err := releaseScript.Run(ctx, c.rdb, h.relKeys, h.relArgs[:]...).Int64()
+	st, err := c.st.release(ctx, h)
 	if err != nil {
 		c.w.orphan(h.name, h.token, h.ent.lease)
 		h.finish(errUnlocked)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -42,8 +41,6 @@ type watchdog struct {
 	abort context.CancelFunc
 	wg    sync.WaitGroup
 
-	pipelines atomic.Uint64 // sent by run, read into stats
-	loaded    atomic.Bool   // the renew and release scripts are in the server's cache
 
 	// exec runs one pass against Redis (a seam for tests).
 	exec func(ctx context.Context, batch []*entry) []result
@@ -106,7 +103,7 @@ func newWatchdog(c *Client) *watchdog {
 		stop:     make(chan struct{}),
 	}
 	w.ctx, w.abort = context.WithCancel(context.Background())
-	w.exec = w.run
+	w.exec = c.st.pass
 	w.wg.Add(2)
 	go w.schedule()
 	go w.renewer()
@@ -501,7 +498,7 @@ func (w *watchdog) close(ctx context.Context) error {
 		}
 		release[i] = &entry{kind: kindOrphan, key: e.key, token: e.token, slot: e.slot}
 	}
-	res := w.run(ctx, release)
+	res := w.c.st.pass(ctx, release)
 	var errs []error
 	for i, e := range entries {
 		if e.h != nil && res[i].err != nil {

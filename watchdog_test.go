@@ -263,7 +263,7 @@ func TestWatchdogPlanGroupsBatches(t *testing.T) {
 		{kind: kindRenew, key: "a"}, {kind: kindRenew, key: "b"}, {kind: kindOrphan, key: "o"},
 		{kind: kindRenew, key: "c"},
 	}
-	calls := f.c.w.plan(batch)
+	calls := f.c.st.(*node).plan(batch)
 	if len(calls) != 3 || len(calls[0].idx) != 2 || len(calls[1].idx) != 1 || len(calls[2].idx) != 1 {
 		t.Fatalf("plan = %+v, want [a b] [o] [c]", calls)
 	}

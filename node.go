@@ -1,0 +1,208 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// node is the store of one Redis deployment reached through one go-redis
+// client: a server, Sentinel's primary, or a Cluster (every script's keys
+// share a slot, so go-redis routes it to the right primary).
+type node struct {
+	rdb       redis.UniversalClient
+	cfg       *config
+	pub       any  // how releases are announced, boxed once: "p", "s" or ""
+	sameNode  bool // every key lives on one server: batches may mix slots
+	loaded    atomic.Bool
+	pipelined atomic.Uint64
+}
+
+func newNode(rdb redis.UniversalClient, cfg *config, pub string) *node {
+	_, same := rdb.(*redis.Client)
+	return &node{rdb: rdb, cfg: cfg, pub: pub, sameNode: same}
+}
+
+func (n *node) pipelines() uint64 { return n.pipelined.Load() }
+
+func (n *node) acquire(ctx context.Context, m *Mutex, h *hold) (int64, error) {
+	return acquireScript.Run(ctx, n.rdb, m.keys, h.args[:]...).Int64()
+}
+
+func (n *node) release(ctx context.Context, h *hold) (int64, error) {
+	return releaseScript.Run(ctx, n.rdb, h.relKeys, h.relArgs[:]...).Int64()
+}
+
+func (n *node) renewOne(ctx context.Context, key, token string, lease time.Duration) (int64, error) {
+	v, err := renewScript.Run(ctx, n.rdb, []string{key}, leaseArg(lease), token).Result()
+	if err != nil {
+		return 0, err
+	}
+	sts, err := int64s(v, 1)
+	if err != nil {
+		return 0, err
+	}
+	return sts[0], nil
+}
+
+func (n *node) inspect(ctx context.Context, m *Mutex) (string, int64, int64, error) {
+	v, err := inspectScript.Run(ctx, n.rdb, m.keys).Slice()
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if len(v) != 3 {
+		return "", 0, 0, fmt.Errorf("dlock: unexpected reply from inspect script: %v", v)
+	}
+	kind, ok1 := v[0].(string)
+	pttl, ok2 := v[1].(int64)
+	last, ok3 := v[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return "", 0, 0, fmt.Errorf("dlock: unexpected reply from inspect script: %v", v)
+	}
+	fence, _ := strconv.ParseInt(last, 10, 64)
+	return kind, pttl, fence, nil
+}
+
+func (n *node) forceUnlock(ctx context.Context, m *Mutex) (int64, string, error) {
+	v, err := forceUnlockScript.Run(ctx, n.rdb, m.relKeys, n.pub).Result()
+	if err != nil {
+		return 0, "", err
+	}
+	r, err := parseStatus("force_unlock", v)
+	return r.status, r.kind, err
+}
+
+// pass executes one watchdog pass: every renewal entry is extended by the
+// renew script in batches of at most the batch size (one slot per batch
+// unless every key lives on one server), and every orphan entry is released
+// by the release script. All scripts go out in one pipeline, one round trip
+// per node. The first pass sends them by EVAL, which caches them; later
+// passes by EVALSHA, and calls the server answers NOSCRIPT (a restarted or
+// flushed server, a new cluster node) go out once more by EVAL: one more
+// round trip, once per server, never on the first renewal of a hold.
+func (n *node) pass(ctx context.Context, batch []*entry) []result {
+	res := make([]result, len(batch))
+	calls := n.plan(batch)
+	if !n.loaded.Load() {
+		n.send(ctx, calls, batch, true)
+		ok := true
+		for _, c := range calls {
+			ok = ok && c.cmd.Err() == nil
+			c.collect(batch, res)
+		}
+		n.loaded.Store(ok)
+		return res
+	}
+	n.send(ctx, calls, batch, false)
+	var again []call
+	for _, c := range calls {
+		if isNoScript(c.cmd.Err()) {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		n.send(ctx, again, batch, true)
+		for _, c := range again {
+			c.collect(batch, res)
+		}
+	}
+	for _, c := range calls {
+		if !isNoScript(c.cmd.Err()) {
+			c.collect(batch, res)
+		}
+	}
+	return res
+}
+
+// send sends calls in one pipeline, by EVAL when eval is set.
+func (n *node) send(ctx context.Context, calls []call, batch []*entry, eval bool) {
+	n.pipelined.Add(1)
+	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range calls {
+			calls[i].send(ctx, p, batch, n.cfg.watchdogTimeout, n.pub, eval)
+		}
+		return nil
+	})
+}
+
+// A call is one script in a pass: a renew batch or one orphan's release.
+type call struct {
+	idx []int // positions in the pass
+	cmd *redis.Cmd
+}
+
+// plan groups a pass into calls: renewals by hash slot unless every key lives
+// on one server, cut at the batch size; each orphan on its own.
+func (n *node) plan(batch []*entry) []call {
+	var calls []call
+	open := map[uint16]int{} // slot group -> index in calls of its open batch
+	for i, e := range batch {
+		if e.kind == kindOrphan {
+			calls = append(calls, call{idx: []int{i}})
+			continue
+		}
+		g := uint16(0)
+		if !n.sameNode {
+			g = e.slot
+		}
+		j, ok := open[g]
+		if !ok || len(calls[j].idx) >= n.cfg.batchSize {
+			j = len(calls)
+			open[g] = j
+			calls = append(calls, call{})
+		}
+		calls[j].idx = append(calls[j].idx, i)
+	}
+	return calls
+}
+
+func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration, pub any, eval bool) {
+	first := batch[c.idx[0]]
+	if first.kind == kindOrphan {
+		keys := []string{first.key, noticeChannel(first.key)}
+		if eval {
+			c.cmd = p.Eval(ctx, releaseSource, keys, first.token, pub)
+		} else {
+			c.cmd = p.EvalSha(ctx, releaseScript.Hash(), keys, first.token, pub)
+		}
+		return
+	}
+	keys := make([]string, len(c.idx))
+	args := make([]any, len(c.idx)+1)
+	args[0] = leaseArg(lease)
+	for k, i := range c.idx {
+		keys[k] = batch[i].key
+		args[k+1] = batch[i].token
+	}
+	if eval {
+		c.cmd = p.Eval(ctx, renewSource, keys, args...)
+	} else {
+		c.cmd = p.EvalSha(ctx, renewScript.Hash(), keys, args...)
+	}
+}
+
+func (c *call) collect(batch []*entry, res []result) {
+	if err := c.cmd.Err(); err != nil {
+		for _, i := range c.idx {
+			res[i].err = err
+		}
+		return
+	}
+	if batch[c.idx[0]].kind == kindOrphan {
+		st, err := c.cmd.Int64()
+		res[c.idx[0]] = result{status: st, err: err}
+		return
+	}
+	sts, err := int64s(c.cmd.Val(), len(c.idx))
+	for k, i := range c.idx {
+		if err != nil {
+			res[i].err = err
+		} else {
+			res[i].status = sts[k]
+		}
+	}
+}
