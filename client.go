@@ -53,6 +53,7 @@ type config struct {
 	batchSize       int
 	closeTimeout    time.Duration
 	noPubSub        bool
+	nodeTimeout     time.Duration // Redlock: each server's share of an attempt
 	observer        Observer
 	errs            []error // invalid options, reported by New
 }
@@ -185,6 +186,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		// comes or goes: a lock and its fencing counter would silently move.
 		return nil, invalid("*redis.Ring is not supported: use a single server, Sentinel (failover client) or Cluster")
 	}
+	return newClient(rdb, opts, func(c *Client) store { return newNode(rdb, &c.cfg, c.pub) })
+}
+
+// newClient validates the options and builds a Client on the store that
+// mkStore makes; rdb carries the Client's notices.
+func newClient(rdb redis.UniversalClient, opts []Option, mkStore func(*Client) store) (*Client, error) {
 	cfg := config{
 		watchdogTimeout: DefaultWatchdogTimeout,
 		backOff:         DefaultBackOff,
@@ -229,7 +236,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 	}
 	c.pubArg = c.pub
-	c.st = newNode(rdb, &c.cfg, c.pub)
+	c.st = mkStore(c)
 	c.w = newWatchdog(c)
 	return c, nil
 }
@@ -275,4 +282,3 @@ func (c *Client) closed() bool {
 		return false
 	}
 }
-

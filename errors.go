@@ -39,6 +39,11 @@ var (
 	// ErrNoScripting is returned when the server refuses Lua scripts (EVAL
 	// and EVALSHA unknown, or renamed away), which every dlock call needs.
 	ErrNoScripting = errors.New("dlock: server does not run Lua scripts")
+
+	// ErrNoQuorum is returned by a Redlock Client (NewRedlock) when too few
+	// of its servers answered to confirm an operation by a majority. It is
+	// transient: waiting calls retry it until their time runs out.
+	ErrNoQuorum = errors.New("dlock: no quorum")
 )
 
 // errUnlocked is the cause given to a hold's context by a plain Unlock.

@@ -35,6 +35,7 @@ var (
 	renewScript       = loadScript("renew")
 	inspectScript     = loadScript("inspect")
 	forceUnlockScript = loadScript("force_unlock")
+	raiseScript       = loadScript("raise")
 
 	// The sources a pipeline sends with EVAL when the server answers
 	// NOSCRIPT (a pipelined EVALSHA cannot fall back by itself).

@@ -41,7 +41,6 @@ type watchdog struct {
 	abort context.CancelFunc
 	wg    sync.WaitGroup
 
-
 	// exec runs one pass against Redis (a seam for tests).
 	exec func(ctx context.Context, batch []*entry) []result
 }
