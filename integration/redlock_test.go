@@ -218,4 +218,6 @@ func TestRedlockTokensIncreaseAcrossMajorities(t *testing.T) {
 	_ = m.Unlock(ctx)
 }
 
-func fenceKeyOf(name string) string { return "dlock:fence:" + noticeChannel(name)[len("dlock:notice:"):] }
+func fenceKeyOf(name string) string {
+	return "dlock:fence:" + noticeChannel(name)[len("dlock:notice:"):]
+}
