@@ -54,6 +54,7 @@ type config struct {
 	closeTimeout    time.Duration
 	noPubSub        bool
 	nodeTimeout     time.Duration // Redlock: each server's share of an attempt
+	ack             *replicaAck   // WithReplicaAck, or nil
 	observer        Observer
 	errs            []error // invalid options, reported by New
 }

@@ -57,7 +57,7 @@ func invalid(format string, args ...any) error {
 // server loading or failing over), so that waiting callers retry it.
 func isTransient(err error) bool {
 	if err == nil || errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrNoScripting) ||
-		errors.Is(err, ErrWrongType) || errors.Is(err, ErrInvalidArgument) {
+		errors.Is(err, ErrWrongType) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrNotReplicated) {
 		return false
 	}
 	if isTLSConfigError(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +31,22 @@ func newNode(rdb redis.UniversalClient, cfg *config, pub string) *node {
 func (n *node) pipelines() uint64 { return n.pipelined.Load() }
 
 func (n *node) acquire(ctx context.Context, m *Mutex, h *hold) (int64, error) {
-	return acquireScript.Run(ctx, n.rdb, m.keys, h.args[:]...).Int64()
+	if n.cfg.ack == nil {
+		return acquireScript.Run(ctx, n.rdb, m.keys, h.args[:]...).Int64()
+	}
+	cmd, got, err := n.acked(ctx, acquireScript, acquireSource, m.keys, h.args[:]...)
+	if err != nil {
+		return 0, err
+	}
+	v, err := cmd.Int64()
+	if err != nil || v <= 0 || got >= int64(n.cfg.ack.replicas) {
+		return v, err
+	}
+	// Granted, but not replicated enough: give it back before answering.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.closeTimeout)
+	defer cancel()
+	_, _ = n.release(rctx, h)
+	return 0, n.cfg.ack.notAcked(got)
 }
 
 func (n *node) release(ctx context.Context, h *hold) (int64, error) {
@@ -38,7 +54,20 @@ func (n *node) release(ctx context.Context, h *hold) (int64, error) {
 }
 
 func (n *node) renewOne(ctx context.Context, key, token string, lease time.Duration) (int64, error) {
-	v, err := renewScript.Run(ctx, n.rdb, []string{key}, leaseArg(lease), token).Result()
+	var v any
+	var err error
+	if n.cfg.ack == nil {
+		v, err = renewScript.Run(ctx, n.rdb, []string{key}, leaseArg(lease), token).Result()
+	} else {
+		var cmd *redis.Cmd
+		var got int64
+		if cmd, got, err = n.acked(ctx, renewScript, renewSource, []string{key}, leaseArg(lease), token); err == nil {
+			v = cmd.Val()
+			if got < int64(n.cfg.ack.replicas) {
+				return 0, n.cfg.ack.notAcked(got)
+			}
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -118,8 +147,14 @@ func (n *node) pass(ctx context.Context, batch []*entry) []result {
 	return res
 }
 
-// send sends calls in one pipeline, by EVAL when eval is set.
+// send sends calls in one pipeline, by EVAL when eval is set. With
+// WithReplicaAck, each primary's calls go in a pipeline of their own that
+// ends with WAIT, and a short count fails every call in it.
 func (n *node) send(ctx context.Context, calls []call, batch []*entry, eval bool) {
+	if n.cfg.ack != nil {
+		n.sendAcked(ctx, calls, batch, eval)
+		return
+	}
 	n.pipelined.Add(1)
 	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range calls {
@@ -127,6 +162,45 @@ func (n *node) send(ctx context.Context, calls []call, batch []*entry, eval bool
 		}
 		return nil
 	})
+}
+
+func (n *node) sendAcked(ctx context.Context, calls []call, batch []*entry, eval bool) {
+	groups := map[redis.Cmdable][]int{}
+	var order []redis.Cmdable
+	for i := range calls {
+		c, err := n.conn(ctx, batch[calls[i].idx[0]].key)
+		if err != nil {
+			calls[i].cmd = redis.NewCmd(ctx)
+			calls[i].cmd.SetErr(err)
+			continue
+		}
+		if _, ok := groups[c]; !ok {
+			order = append(order, c)
+		}
+		groups[c] = append(groups[c], i)
+	}
+	var wg sync.WaitGroup
+	for _, c := range order {
+		wg.Go(func() {
+			n.pipelined.Add(1)
+			var wait *redis.Cmd
+			_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, i := range groups[c] {
+					calls[i].send(ctx, p, batch, n.cfg.watchdogTimeout, n.pub, eval)
+				}
+				wait = p.Do(ctx, "wait", n.cfg.ack.replicas, n.cfg.ack.timeout.Milliseconds())
+				return nil
+			})
+			if got, err := wait.Int64(); err == nil && got < int64(n.cfg.ack.replicas) {
+				for _, i := range groups[c] {
+					if calls[i].cmd.Err() == nil {
+						calls[i].cmd.SetErr(n.cfg.ack.notAcked(got))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // A call is one script in a pass: a renew batch or one orphan's release.

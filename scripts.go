@@ -39,6 +39,7 @@ var (
 
 	// The sources a pipeline sends with EVAL when the server answers
 	// NOSCRIPT (a pipelined EVALSHA cannot fall back by itself).
+	acquireSource = scriptSource("acquire")
 	releaseSource = scriptSource("release")
 	renewSource   = scriptSource("renew")
 )

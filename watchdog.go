@@ -418,7 +418,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 			continue
 		}
 		switch {
-		case r.err != nil && !isTransient(r.err):
+		case r.err != nil && !isTransient(r.err) && !errors.Is(r.err, ErrNotReplicated):
 			w.stats.RenewalErrors++
 			w.lose(e, "Redis refused the renewal: "+r.err.Error())
 		case r.err != nil:

@@ -19,8 +19,9 @@ type SentinelGroup struct {
 	// Master is the name the sentinels know the primary by.
 	Master string
 	// Primary and Replica are the data servers; after a failover their roles
-	// swap.
+	// swap. Replicas holds every replica (Replica is the first).
 	Primary, Replica *Redis
+	Replicas         []*Redis
 	// Sentinels are the sentinels' host:port addresses.
 	Sentinels []string
 }
@@ -28,16 +29,22 @@ type SentinelGroup struct {
 // StartSentinelGroup starts a primary, a replica of it, and three sentinels
 // (quorum 2) that consider the primary down after one second without an
 // answer and then promote the replica. It needs a local redis-server.
-func StartSentinelGroup(tb testing.TB) *SentinelGroup {
+func StartSentinelGroup(tb testing.TB) *SentinelGroup { return StartSentinelGroupN(tb, 1) }
+
+// StartSentinelGroupN is StartSentinelGroup with n replicas.
+func StartSentinelGroupN(tb testing.TB, n int) *SentinelGroup {
 	tb.Helper()
 	primary := StartRedis(tb)
 	primary.RequireLocal()
-	replica := StartRedis(tb, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
-	g := &SentinelGroup{Master: "dlockmaster", Primary: primary, Replica: replica}
-	WaitFor(tb, 10*time.Second, "the replica to sync", func() bool {
+	g := &SentinelGroup{Master: "dlockmaster", Primary: primary}
+	for range n {
+		g.Replicas = append(g.Replicas, StartRedis(tb, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port)))
+	}
+	g.Replica = g.Replicas[0]
+	WaitFor(tb, 10*time.Second, "the replicas to sync", func() bool {
 		info, err := primary.Admin().Info(context.Background(), "replication").Result()
-		return err == nil && bytes.Contains([]byte(info), []byte("connected_slaves:1")) &&
-			bytes.Contains([]byte(info), []byte("state=online"))
+		return err == nil && bytes.Contains([]byte(info), []byte(fmt.Sprintf("connected_slaves:%d", n))) &&
+			bytes.Count([]byte(info), []byte("state=online")) == n
 	})
 	for i := range 3 {
 		g.Sentinels = append(g.Sentinels, startSentinel(tb, g.Master, primary.port, i))
