@@ -21,7 +21,7 @@ type hold struct {
 	granted time.Time       // when the grant was confirmed
 	lockCtx context.Context // the Lock context the hold is bound to
 	args    [2]any          // the acquire script's ARGV: token, lease
-	relArgs [2]any          // the release script's ARGV: token, how to announce
+	relArgs [3]any          // the release script's ARGV: token, how to announce, channel
 
 	endMu sync.Mutex
 	over  atomic.Bool   // the hold has ended
@@ -29,6 +29,7 @@ type hold struct {
 	done  chan struct{} // made on the first Done call; closed when it ends
 	onEnd func(error)   // called once when it ends (WithLock's cancel)
 	given bool          // Lock returned it; the observer hears of its end only then
+	told  chan struct{} // closed once announce has run for the end
 	// stopHook stops the hook that releases the lock when the Lock context
 	// ends; guarded by the watchdog's mu, and called when the hold ends.
 	stopHook func() bool
@@ -60,10 +61,22 @@ func (h *hold) mark(cause error) bool {
 	}
 	h.cause = cause
 	h.over.Store(true)
+	h.told = make(chan struct{})
 	if h.done != nil {
 		close(h.done)
 	}
 	return true
+}
+
+// awaitTold waits until the callbacks of an ended hold have run, so that
+// Unlock reporting a loss never overtakes the observer hearing of it.
+func (h *hold) awaitTold() {
+	h.endMu.Lock()
+	ch := h.told
+	h.endMu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // announce runs the callbacks of an ended hold: WithLock's cancel and the
@@ -76,11 +89,12 @@ func (h *hold) announce(cause error) {
 		f(cause)
 	}
 	h.endMu.Lock()
-	given := h.given
+	given, told := h.given, h.told
 	h.endMu.Unlock()
 	if o := h.c.obs; o != nil && given {
 		o.HoldEnd(h.event(cause))
 	}
+	close(told)
 }
 
 func (h *hold) event(cause error) HoldEvent {

@@ -191,7 +191,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 	token := newToken()
 	h := &hold{c: c, name: m.name, relKeys: m.relKeys, token: token, lockCtx: ctx}
 	h.args = [2]any{token, m.leaseArg} // boxed once, used by every attempt
-	h.relArgs = [2]any{h.args[0], c.pubArg}
+	h.relArgs = [3]any{h.args[0], c.pubArg, m.channel}
 	var (
 		bo      backoff.BackOff
 		t       *time.Timer
@@ -304,6 +304,10 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		select {
 		case <-t.C:
 		case <-woken:
+			if c.n.dropped(sub) { // the slot moved: subscribe again, on its new node
+				c.n.leave(sub)
+				sub, joined = nil, false
+			}
 		case <-ctx.Done():
 			return giveUp(ctxErr(ctx, "lock", m.name, lastErr))
 		case <-c.closing:

@@ -26,7 +26,8 @@ type Mutex struct {
 	c         *Client
 	name      string
 	keys      []string      // {name, fencing counter}: the acquire script's KEYS
-	relKeys   []string      // {name, notice channel}: the release script's KEYS
+	relKeys   []string      // {name}: the release script's KEYS
+	channel   string        // the notice channel of the name's hash slot
 	leaseArg  any           // the lease in ms, formatted and boxed once
 	lease     time.Duration // fixed lease, or 0: the watchdog's
 	reentrant bool
@@ -86,7 +87,8 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 	}
 	if m.err == nil {
 		m.keys = []string{name, fenceKey(name)}
-		m.relKeys = []string{name, noticeChannel(name)}
+		m.relKeys = []string{name}
+		m.channel = noticeChannel(name)
 		lease, _ := m.leaseTime()
 		m.leaseArg = leaseArg(lease)
 	}

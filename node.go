@@ -21,16 +21,20 @@ type node struct {
 	sameNode  bool // every key lives on one server: batches may mix slots
 	loaded    atomic.Bool
 	pipelined atomic.Uint64
+	caps      capsCell             // what the server answered the fast-path probe
+	cluster   *redis.ClusterClient // rdb when it is a Cluster client: see reroute
 }
 
 func newNode(rdb redis.UniversalClient, cfg *config, pub string) *node {
 	_, same := rdb.(*redis.Client)
-	return &node{rdb: rdb, cfg: cfg, pub: pub, sameNode: same}
+	cluster, _ := rdb.(*redis.ClusterClient)
+	return &node{rdb: rdb, cfg: cfg, pub: pub, sameNode: same, cluster: cluster}
 }
 
 func (n *node) pipelines() uint64 { return n.pipelined.Load() }
 
-func (n *node) acquire(ctx context.Context, m *Mutex, h *hold) (int64, error) {
+func (n *node) acquire(ctx context.Context, m *Mutex, h *hold) (_ int64, err error) {
+	defer func() { n.reroute(err) }()
 	if n.cfg.ack == nil {
 		return acquireScript.Run(ctx, n.rdb, m.keys, h.args[:]...).Int64()
 	}
@@ -49,13 +53,20 @@ func (n *node) acquire(ctx context.Context, m *Mutex, h *hold) (int64, error) {
 	return 0, n.cfg.ack.notAcked(got)
 }
 
-func (n *node) release(ctx context.Context, h *hold) (int64, error) {
+func (n *node) release(ctx context.Context, h *hold) (_ int64, err error) {
+	defer func() { n.reroute(err) }()
+	if st, err, ok := n.nativeRelease(ctx, h); ok {
+		return st, err
+	}
 	return releaseScript.Run(ctx, n.rdb, h.relKeys, h.relArgs[:]...).Int64()
 }
 
-func (n *node) renewOne(ctx context.Context, key, token string, lease time.Duration) (int64, error) {
+func (n *node) renewOne(ctx context.Context, key, token string, lease time.Duration) (_ int64, err error) {
+	defer func() { n.reroute(err) }()
+	if st, err, ok := n.nativeRenew(ctx, key, token, lease); ok {
+		return st, err
+	}
 	var v any
-	var err error
 	if n.cfg.ack == nil {
 		v, err = renewScript.Run(ctx, n.rdb, []string{key}, leaseArg(lease), token).Result()
 	} else {
@@ -78,7 +89,8 @@ func (n *node) renewOne(ctx context.Context, key, token string, lease time.Durat
 	return sts[0], nil
 }
 
-func (n *node) inspect(ctx context.Context, m *Mutex) (string, int64, int64, error) {
+func (n *node) inspect(ctx context.Context, m *Mutex) (_ string, _ int64, _ int64, err error) {
+	defer func() { n.reroute(err) }()
 	v, err := inspectScript.Run(ctx, n.rdb, m.keys).Slice()
 	if err != nil {
 		return "", 0, 0, err
@@ -96,8 +108,9 @@ func (n *node) inspect(ctx context.Context, m *Mutex) (string, int64, int64, err
 	return kind, pttl, fence, nil
 }
 
-func (n *node) forceUnlock(ctx context.Context, m *Mutex) (int64, string, error) {
-	v, err := forceUnlockScript.Run(ctx, n.rdb, m.relKeys, n.pub).Result()
+func (n *node) forceUnlock(ctx context.Context, m *Mutex) (_ int64, _ string, err error) {
+	defer func() { n.reroute(err) }()
+	v, err := forceUnlockScript.Run(ctx, n.rdb, m.relKeys, n.pub, m.channel).Result()
 	if err != nil {
 		return 0, "", err
 	}
@@ -113,8 +126,21 @@ func (n *node) forceUnlock(ctx context.Context, m *Mutex) (int64, string, error)
 // passes by EVALSHA, and calls the server answers NOSCRIPT (a restarted or
 // flushed server, a new cluster node) go out once more by EVAL: one more
 // round trip, once per server, never on the first renewal of a hold.
-func (n *node) pass(ctx context.Context, batch []*entry) []result {
-	res := make([]result, len(batch))
+func (n *node) pass(ctx context.Context, batch []*entry) (res []result) {
+	defer func() {
+		for _, r := range res {
+			if r.err != nil && unreachable(r.err) {
+				n.reroute(r.err)
+				return
+			}
+		}
+	}()
+	if c := n.fastPaths(ctx); c != nil && c.setIfeq {
+		if res, ok := n.nativePass(ctx, batch); ok {
+			return res
+		}
+	}
+	res = make([]result, len(batch))
 	calls := n.plan(batch)
 	if !n.loaded.Load() {
 		n.send(ctx, calls, batch, true)
@@ -237,11 +263,11 @@ func (n *node) plan(batch []*entry) []call {
 func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration, pub any, eval bool) {
 	first := batch[c.idx[0]]
 	if first.kind == kindOrphan {
-		keys := []string{first.key, noticeChannel(first.key)}
+		keys, ch := []string{first.key}, noticeChannel(first.key)
 		if eval {
-			c.cmd = p.Eval(ctx, releaseSource, keys, first.token, pub)
+			c.cmd = p.Eval(ctx, releaseSource, keys, first.token, pub, ch)
 		} else {
-			c.cmd = p.EvalSha(ctx, releaseScript.Hash(), keys, first.token, pub)
+			c.cmd = p.EvalSha(ctx, releaseScript.Hash(), keys, first.token, pub, ch)
 		}
 		return
 	}

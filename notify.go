@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,7 @@ type waiter struct {
 	name    string
 	channel string
 	conn    *subConn
+	gone    bool // the server dropped the channel; guarded by notifier.mu
 }
 
 const (
@@ -87,17 +89,55 @@ func newNotifier(c *Client) *notifier {
 // or the subscription could not be confirmed within the time left: the caller
 // then waits by backoff alone.
 func (n *notifier) join(ctx context.Context, name string, left time.Duration) *waiter {
+	// A cluster node answers MOVED when the slot has left it and the client's
+	// slot map is stale: try again once the map names another node.
+	for range 3 {
+		w, moved := n.joinOnce(ctx, name, left)
+		if moved == "" || !n.awaitMove(ctx, noticeChannel(name), moved, min(left, subscribeTimeout)) {
+			return w
+		}
+	}
+	return nil
+}
+
+// awaitMove has a Cluster client reload its slot map and waits, up to d,
+// until the map no longer gives channel's slot to the node at old.
+func (n *notifier) awaitMove(ctx context.Context, channel, old string, d time.Duration) bool {
+	cc, ok := n.c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return false
+	}
+	cc.ReloadState(ctx)
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if addr, err := n.addrFor(ctx, channel); err == nil && addr != old {
+			return true
+		}
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+	return false
+}
+
+// joinOnce is one try of join. When the node refused the subscription with
+// MOVED it returns that node's address and no waiter.
+func (n *notifier) joinOnce(ctx context.Context, name string, left time.Duration) (_ *waiter, moved string) {
 	channel := noticeChannel(name)
 	addr, err := n.addrFor(ctx, channel) // I/O on a cluster: before taking mu
 	n.mu.Lock()
 	if n.closed || time.Now().Before(n.degraded) {
 		n.mu.Unlock()
-		return nil
+		return nil, ""
 	}
 	if err != nil {
 		n.degrade(err)
 		n.mu.Unlock()
-		return nil
+		return nil, ""
 	}
 	sc := n.connFor(ctx, addr)
 	ch := sc.chans[channel]
@@ -126,7 +166,7 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 		n.mu.Unlock()
 		if err != nil {
 			n.leave(w)
-			return nil
+			return nil, ""
 		}
 	}
 	t := time.NewTimer(min(left, subscribeTimeout))
@@ -135,12 +175,16 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 	case <-ready:
 		n.mu.Lock()
 		failed := ch.failed
-		if failed != nil {
+		if failed != nil && !isMoved(failed) {
 			n.degrade(failed)
 		}
 		n.mu.Unlock()
 		if failed == nil {
-			return w
+			return w, ""
+		}
+		if isMoved(failed) {
+			n.leave(w)
+			return nil, addr
 		}
 	case <-t.C:
 		if left >= subscribeTimeout {
@@ -152,7 +196,13 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 	case <-n.c.closing:
 	}
 	n.leave(w)
-	return nil
+	return nil, ""
+}
+
+// isMoved reports a MOVED redirection: the slot is served by another node.
+func isMoved(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "MOVED ")
 }
 
 // joinIfReady registers a waiter for name only if its channel is subscribed
@@ -301,7 +351,9 @@ func (n *notifier) dispatch(sc *subConn) {
 		m, err := sc.ps.ReceiveTimeout(ctx, n.linger)
 		switch {
 		case err == nil:
-			n.deliver(sc, m)
+			if ch := n.deliver(sc, m); ch != "" {
+				n.forget(sc, ch)
+			}
 		case n.isClosed():
 			return
 		case isTimeout(err):
@@ -355,7 +407,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (n *notifier) deliver(sc *subConn, m any) {
+// deliver handles one message of sc's connection. It returns the channel
+// that the server unsubscribed by itself, if any (see drop).
+func (n *notifier) deliver(sc *subConn, m any) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch m := m.(type) {
@@ -366,17 +420,29 @@ func (n *notifier) deliver(sc *subConn, m any) {
 			}
 		}
 	case *redis.Subscription:
-		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
-			return
-		}
 		ch := sc.chans[m.Channel]
 		if ch == nil {
-			return
+			return ""
+		}
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+		case "sunsubscribe":
+			// The channel is still ours and confirmed, so the server dropped
+			// it: on a cluster, its slot has moved to another node. (One not
+			// confirmed yet was subscribed again after a sweep dropped it,
+			// and this is the answer to the sweep's SUNSUBSCRIBE.)
+			if !ch.confirmed {
+				return ""
+			}
+			n.drop(sc, m.Channel, ch)
+			return m.Channel
+		default:
+			return ""
 		}
 		if !ch.confirmed {
 			ch.confirmed = true
 			close(ch.ready)
-			return
+			return ""
 		}
 		// Subscribed again after a reconnect: notices may have been lost
 		// meanwhile, so let one waiter of each name look again.
@@ -384,6 +450,47 @@ func (n *notifier) deliver(sc *subConn, m any) {
 			wl.wakeOne()
 		}
 	}
+	return ""
+}
+
+// drop forgets a channel that the server unsubscribed by itself: Redis does
+// that to sharded subscribers when the channel's slot moves to another node,
+// after which notices for it are published there. Every waiter on it is
+// woken and marked gone: it looks at the lock once more and, if it must wait
+// again, subscribes anew, on the slot's new node. Called with mu held.
+func (n *notifier) drop(sc *subConn, channel string, ch *subChan) {
+	delete(sc.chans, channel)
+	for _, wl := range ch.names {
+		for _, w := range wl.ws {
+			w.gone = true
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// forget removes a channel that the server dropped from go-redis's own list,
+// so that a reconnect does not subscribe it again on the old node, and has
+// a Cluster client reload its slot map, which has changed.
+func (n *notifier) forget(sc *subConn, channel string) {
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	_ = sc.ps.SUnsubscribe(ctx, channel)
+	if cc, ok := n.c.rdb.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
+	}
+}
+
+// dropped reports whether the server dropped w's channel (see drop).
+func (n *notifier) dropped(w *waiter) bool {
+	if w == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return w.gone
 }
 
 // sweep unsubscribes channels that nobody has waited on for a while.

@@ -86,6 +86,7 @@ func endedErr(h *hold) error {
 // release ends a hold for Unlock and deletes its key if it is still ours.
 func (c *Client) release(ctx context.Context, h *hold) (UnlockOutcome, error) {
 	if !c.w.unwatch(h) {
+		h.awaitTold()
 		err := endedErr(h)
 		if errors.Is(err, ErrLockLost) {
 			return WasLost, err

@@ -22,6 +22,13 @@ func primaryWithReplica(t *testing.T) (primary, replica *testserver.Redis) {
 		info := primary.Admin().Info(context.Background(), "replication").Val()
 		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
 	})
+	// "online" on the primary comes before the replica has loaded what it was
+	// sent and acknowledges writes (up to a second later here).
+	testserver.WaitFor(t, 10*time.Second, "the replica to acknowledge a write", func() bool {
+		ctx := context.Background()
+		primary.Admin().Set(ctx, "ack:probe", "1", time.Second)
+		return primary.Admin().Wait(ctx, 1, 100*time.Millisecond).Val() == 1
+	})
 	return primary, replica
 }
 
@@ -66,9 +73,16 @@ func TestReplicaAckRenewalUnconfirmedLoses(t *testing.T) {
 	c := newClient(t, primary.Admin(), dlock.WithReplicaAck(1, 100*time.Millisecond))
 	ctx := ctxT(t)
 	m := c.NewMutex("ack:renew")
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// The grant itself needs the acknowledgement within 100ms, which a loaded
+	// machine may miss: that case is TestReplicaAckShortRollsBack's, so retry.
+	var err error
+	testserver.WaitFor(t, 10*time.Second, "a grant acknowledged within 100ms", func() bool {
+		err = m.Lock(ctx)
+		if err != nil && !errors.Is(err, dlock.ErrNotReplicated) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
 	replica.Pause()
 	defer replica.Resume()
 	frozen := time.Now()

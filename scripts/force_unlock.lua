@@ -1,7 +1,8 @@
 -- force_unlock: delete a lock whatever its token (an operator's override).
 -- KEYS[1]  the lock key
--- KEYS[2]  the notice channel of the lock's hash slot
 -- ARGV[1]  how to announce: 'p' PUBLISH, 's' SPUBLISH (cluster), '' not at all
+-- ARGV[2]  the notice channel of the lock's hash slot (an argument, as in
+--          release.lua)
 -- Returns {1, 'string'} deleted; {0, 'none'} the key does not exist;
 --         {-1, type} the key holds data that dlock did not write (left untouched).
 local kind = redis.call('TYPE', KEYS[1])['ok']
@@ -17,8 +18,8 @@ if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%
 end
 redis.call('DEL', KEYS[1])
 if ARGV[1] == 'p' then -- a hint: a refused publish does not undo the delete
-  redis.pcall('PUBLISH', KEYS[2], KEYS[1])
+  redis.pcall('PUBLISH', ARGV[2], KEYS[1])
 elseif ARGV[1] == 's' then
-  redis.pcall('SPUBLISH', KEYS[2], KEYS[1])
+  redis.pcall('SPUBLISH', ARGV[2], KEYS[1])
 end
 return {1, kind}

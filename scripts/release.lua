@@ -1,8 +1,11 @@
 -- release: delete the lock only if it still holds our token, and announce it.
 -- KEYS[1]  the lock key
--- KEYS[2]  the notice channel of the lock's hash slot: dlock:notice:{T}
 -- ARGV[1]  the token of our hold
 -- ARGV[2]  how to announce: 'p' PUBLISH, 's' SPUBLISH (cluster), '' not at all
+-- ARGV[3]  the notice channel of the lock's hash slot: dlock:notice:{T}. An
+--          argument, not a key: during a slot migration Redis answers a
+--          script whose keys are not all present TRYAGAIN, and the channel is
+--          never a key; it shares KEYS[1]'s slot, so SPUBLISH stays local.
 -- Returns 1 deleted (and announced, with the lock's name as the message);
 --         0 the key is gone (the lease ran out);
 --         -1 another token holds it; -2 the key holds another Redis type;
@@ -24,8 +27,8 @@ redis.call('DEL', KEYS[1])
 -- The notice is a hint: a refused publish must not turn a done release into
 -- an error (waiters still wake by their backoff and the lease).
 if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', KEYS[2], KEYS[1])
+  redis.pcall('PUBLISH', ARGV[3], KEYS[1])
 elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', KEYS[2], KEYS[1])
+  redis.pcall('SPUBLISH', ARGV[3], KEYS[1])
 end
 return 1

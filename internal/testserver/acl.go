@@ -47,7 +47,7 @@ func LockRule(password string, keyPatterns []string, commands ...string) []strin
 		all = all || k == "*"
 	}
 	if !all {
-		r = append(r, "~dlock:fence:*", "~dlock:notice:*")
+		r = append(r, "~dlock:fence:*")
 	}
 	r = append(r, "resetchannels", "&dlock:notice:*", "-@all")
 	for _, c := range commands {

@@ -46,6 +46,13 @@ func StartSentinelGroupN(tb testing.TB, n int) *SentinelGroup {
 		return err == nil && bytes.Contains([]byte(info), []byte(fmt.Sprintf("connected_slaves:%d", n))) &&
 			bytes.Count([]byte(info), []byte("state=online")) == n
 	})
+	// "online" on the primary comes before a replica has loaded what it was
+	// sent and acknowledges writes (up to a second later here).
+	WaitFor(tb, 10*time.Second, "the replicas to acknowledge a write", func() bool {
+		ctx := context.Background()
+		primary.Admin().Set(ctx, "dlock:fence:sync-probe", "1", time.Second)
+		return primary.Admin().Wait(ctx, n, 100*time.Millisecond).Val() == int64(n)
+	})
 	for i := range 3 {
 		g.Sentinels = append(g.Sentinels, startSentinel(tb, g.Master, primary.port, i))
 	}
