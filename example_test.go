@@ -168,3 +168,27 @@ func ExampleWithReentrant() {
 	// 1 true
 	// 0 false
 }
+
+// A MultiMutex holds several locks as one: all of them or none, each with its
+// own fencing token.
+func ExampleMultiMutex() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	c, err := dlock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	transfer := c.NewMultiMutex([]string{"account:alice", "account:bob"})
+	if err := transfer.Lock(ctx); err != nil {
+		panic(err)
+	}
+	tokens := transfer.FencingTokens()
+	fmt.Println(len(tokens), tokens["account:alice"] > 0, tokens["account:bob"] > 0)
+	if err := transfer.Unlock(ctx); err != nil {
+		panic(err)
+	}
+	// Output: 2 true true
+}

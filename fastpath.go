@@ -167,6 +167,17 @@ func renewArgs(key, token string, lease time.Duration) []any {
 	return []any{"set", key, token, "ifeq", token, "px", leaseArg(lease)}
 }
 
+// allPlain reports whether every entry of a pass is a Mutex's key, which the
+// native commands can renew and release.
+func allPlain(batch []*entry) bool {
+	for _, e := range batch {
+		if e.own != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // capsCell holds a node's last probe answer.
 type capsCell = atomic.Pointer[caps]
 

@@ -21,7 +21,9 @@ type hold struct {
 	granted time.Time       // when the grant was confirmed
 	lockCtx context.Context // the Lock context the hold is bound to
 	args    [2]any          // the acquire script's ARGV: token, lease
-	relArgs [3]any          // the release script's ARGV: token, how to announce, channel
+	relArgs [4]any          // the release script's ARGV: token, how to announce, channel, notice
+	nargs   int             // how many of relArgs the release script takes (3 or 4)
+	own     *ownership      // what the hold owns in Redis; nil: a string key holding token
 
 	endMu sync.Mutex
 	over  atomic.Bool   // the hold has ended

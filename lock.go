@@ -191,7 +191,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 	token := newToken()
 	h := &hold{c: c, name: m.name, relKeys: m.relKeys, token: token, lockCtx: ctx}
 	h.args = [2]any{token, m.leaseArg} // boxed once, used by every attempt
-	h.relArgs = [3]any{h.args[0], c.pubArg, m.channel}
+	h.relArgs, h.nargs = [4]any{h.args[0], c.pubArg, m.channel}, 3
 	var (
 		bo      backoff.BackOff
 		t       *time.Timer
@@ -217,7 +217,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 	}
 	giveUp := func(err error) (*hold, error) {
 		if unknown {
-			c.w.orphanAcquire(m.name, token, lease)
+			c.w.orphanAcquire(nil, m.name, token, lease)
 		}
 		return nil, err
 	}

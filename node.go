@@ -55,10 +55,13 @@ func (n *node) acquire(ctx context.Context, m *Mutex, h *hold) (_ int64, err err
 
 func (n *node) release(ctx context.Context, h *hold) (_ int64, err error) {
 	defer func() { n.reroute(err) }()
+	if h.own != nil {
+		return h.own.release.Run(ctx, n.rdb, h.relKeys, h.relArgs[:h.nargs]...).Int64()
+	}
 	if st, err, ok := n.nativeRelease(ctx, h); ok {
 		return st, err
 	}
-	return releaseScript.Run(ctx, n.rdb, h.relKeys, h.relArgs[:]...).Int64()
+	return releaseScript.Run(ctx, n.rdb, h.relKeys, h.relArgs[:h.nargs]...).Int64()
 }
 
 func (n *node) renewOne(ctx context.Context, key, token string, lease time.Duration) (_ int64, err error) {
@@ -135,7 +138,7 @@ func (n *node) pass(ctx context.Context, batch []*entry) (res []result) {
 			}
 		}
 	}()
-	if c := n.fastPaths(ctx); c != nil && c.setIfeq {
+	if c := n.fastPaths(ctx); c != nil && c.setIfeq && allPlain(batch) {
 		if res, ok := n.nativePass(ctx, batch); ok {
 			return res
 		}
@@ -238,16 +241,20 @@ type call struct {
 // plan groups a pass into calls: renewals by hash slot unless every key lives
 // on one server, cut at the batch size; each orphan on its own.
 func (n *node) plan(batch []*entry) []call {
+	type group struct {
+		own  *ownership
+		slot uint16
+	}
 	var calls []call
-	open := map[uint16]int{} // slot group -> index in calls of its open batch
+	open := map[group]int{} // group -> index in calls of its open batch
 	for i, e := range batch {
 		if e.kind == kindOrphan {
 			calls = append(calls, call{idx: []int{i}})
 			continue
 		}
-		g := uint16(0)
+		g := group{own: e.own}
 		if !n.sameNode {
-			g = e.slot
+			g.slot = e.slot
 		}
 		j, ok := open[g]
 		if !ok || len(calls[j].idx) >= n.cfg.batchSize {
@@ -262,12 +269,13 @@ func (n *node) plan(batch []*entry) []call {
 
 func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, lease time.Duration, pub any, eval bool) {
 	first := batch[c.idx[0]]
+	renew, release, renewSrc, releaseSrc := first.own.scripts()
 	if first.kind == kindOrphan {
 		keys, ch := []string{first.key}, noticeChannel(first.key)
 		if eval {
-			c.cmd = p.Eval(ctx, releaseSource, keys, first.token, pub, ch)
+			c.cmd = p.Eval(ctx, releaseSrc, keys, first.token, pub, ch)
 		} else {
-			c.cmd = p.EvalSha(ctx, releaseScript.Hash(), keys, first.token, pub, ch)
+			c.cmd = p.EvalSha(ctx, release.Hash(), keys, first.token, pub, ch)
 		}
 		return
 	}
@@ -279,9 +287,9 @@ func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, leas
 		args[k+1] = batch[i].token
 	}
 	if eval {
-		c.cmd = p.Eval(ctx, renewSource, keys, args...)
+		c.cmd = p.Eval(ctx, renewSrc, keys, args...)
 	} else {
-		c.cmd = p.EvalSha(ctx, renewScript.Hash(), keys, args...)
+		c.cmd = p.EvalSha(ctx, renew.Hash(), keys, args...)
 	}
 }
 

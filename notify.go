@@ -62,6 +62,7 @@ type waitList struct{ ws []*waiter }
 type waiter struct {
 	ch      chan struct{} // receives a wake-up; capacity 1
 	name    string
+	id      string // set: woken only by notices addressed to it (joinID)
 	channel string
 	conn    *subConn
 	gone    bool // the server dropped the channel; guarded by notifier.mu
@@ -89,10 +90,16 @@ func newNotifier(c *Client) *notifier {
 // or the subscription could not be confirmed within the time left: the caller
 // then waits by backoff alone.
 func (n *notifier) join(ctx context.Context, name string, left time.Duration) *waiter {
+	return n.joinID(ctx, name, "", left)
+}
+
+// joinID is join for a waiter that notices can address by id alone: a
+// notice "<name>\n<id>" wakes it and no other (the fair lock's next in line).
+func (n *notifier) joinID(ctx context.Context, name, id string, left time.Duration) *waiter {
 	// A cluster node answers MOVED when the slot has left it and the client's
 	// slot map is stale: try again once the map names another node.
 	for range 3 {
-		w, moved := n.joinOnce(ctx, name, left)
+		w, moved := n.joinOnce(ctx, name, id, left)
 		if moved == "" || !n.awaitMove(ctx, noticeChannel(name), moved, min(left, subscribeTimeout)) {
 			return w
 		}
@@ -126,7 +133,7 @@ func (n *notifier) awaitMove(ctx context.Context, channel, old string, d time.Du
 
 // joinOnce is one try of join. When the node refused the subscription with
 // MOVED it returns that node's address and no waiter.
-func (n *notifier) joinOnce(ctx context.Context, name string, left time.Duration) (_ *waiter, moved string) {
+func (n *notifier) joinOnce(ctx context.Context, name, id string, left time.Duration) (_ *waiter, moved string) {
 	channel := noticeChannel(name)
 	addr, err := n.addrFor(ctx, channel) // I/O on a cluster: before taking mu
 	n.mu.Lock()
@@ -146,7 +153,7 @@ func (n *notifier) joinOnce(ctx context.Context, name string, left time.Duration
 		ch = &subChan{ready: make(chan struct{}), names: map[string]*waitList{}}
 		sc.chans[channel] = ch
 	}
-	w := ch.add(sc, channel, name)
+	w := ch.add(sc, channel, name, id)
 	ready := ch.ready
 	n.mu.Unlock()
 
@@ -220,21 +227,21 @@ func (n *notifier) joinIfReady(name string) *waiter {
 		if ch == nil || !ch.confirmed {
 			return nil
 		}
-		return ch.add(sc, channel, name)
+		return ch.add(sc, channel, name, "")
 	}
 	return nil
 }
 
 // add registers a new waiter for name at the back of its line. Called with
 // the notifier's mu held.
-func (ch *subChan) add(sc *subConn, channel, name string) *waiter {
+func (ch *subChan) add(sc *subConn, channel, name, id string) *waiter {
 	ch.refs++
 	wl := ch.names[name]
 	if wl == nil {
 		wl = &waitList{}
 		ch.names[name] = wl
 	}
-	w := &waiter{ch: make(chan struct{}, 1), name: name, channel: channel, conn: sc}
+	w := &waiter{ch: make(chan struct{}, 1), name: name, id: id, channel: channel, conn: sc}
 	wl.ws = append(wl.ws, w)
 	return w
 }
@@ -324,10 +331,46 @@ func (wl *waitList) has(w *waiter) bool {
 	return false
 }
 
+// wakeID wakes the waiter with id, if it waits here.
+func (wl *waitList) wakeID(id string) {
+	for _, w := range wl.ws {
+		if w.id == id {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// poke wakes one local waiter of name, as a notice would: a synchronizer
+// that finds room for more than itself (permits left, a read lock that
+// other readers may share) passes the wake-up on without a round trip.
+func (n *notifier) poke(name string) {
+	if n == nil {
+		return
+	}
+	channel := noticeChannel(name)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, sc := range n.conns {
+		if ch := sc.chans[channel]; ch != nil {
+			if wl := ch.names[name]; wl != nil {
+				wl.wakeOne()
+			}
+		}
+	}
+}
+
 // wakeOne wakes the first waiter that has no wake-up pending, and moves it to
-// the back so the next notice goes to another.
+// the back so the next notice goes to another. Addressed waiters (joinID)
+// are skipped: only their own notices wake them.
 func (wl *waitList) wakeOne() {
 	for i, w := range wl.ws {
+		if w.id != "" {
+			continue
+		}
 		select {
 		case w.ch <- struct{}{}:
 			copy(wl.ws[i:], wl.ws[i+1:])
@@ -415,8 +458,13 @@ func (n *notifier) deliver(sc *subConn, m any) string {
 	switch m := m.(type) {
 	case *redis.Message:
 		if ch := sc.chans[m.Channel]; ch != nil {
-			if wl := ch.names[m.Payload]; wl != nil {
-				wl.wakeOne()
+			name, id, addressed := strings.Cut(m.Payload, "\n")
+			if wl := ch.names[name]; wl != nil {
+				if addressed {
+					wl.wakeID(id)
+				} else {
+					wl.wakeOne()
+				}
 			}
 		}
 	case *redis.Subscription:

@@ -95,7 +95,7 @@ func (c *Client) release(ctx context.Context, h *hold) (UnlockOutcome, error) {
 	}
 	st, err := c.st.release(ctx, h)
 	if err != nil {
-		c.w.orphan(h.name, h.token, h.ent.lease)
+		c.w.orphan(h.own, h.relKeys[0], h.token, h.ent.lease)
 		h.finish(errUnlocked)
 		return UnlockError, fmt.Errorf("%w (the delete is retried in the background until the lease runs out)",
 			redisErr("unlock", h.name, err))

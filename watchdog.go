@@ -56,6 +56,7 @@ const (
 // An entry is one thing the watchdog watches. Fields are guarded by mu.
 type entry struct {
 	kind    entryKind
+	own     *ownership // what the key holds; nil: a string holding token
 	key     string
 	token   string
 	slot    uint16
@@ -73,6 +74,14 @@ type entry struct {
 // at due (rather than only for its deadline at end).
 func (e *entry) wantsWork() bool {
 	return !e.busy && e.kind != kindFixed && e.due < e.end
+}
+
+// label names the entry in messages: its hold's name, or its key.
+func (e *entry) label() string {
+	if e.h != nil {
+		return e.h.name
+	}
+	return e.key
 }
 
 // at is the entry's next event.
@@ -122,11 +131,11 @@ func signal(ch chan struct{}) {
 // with ErrClosed once the Client is closing.
 func (w *watchdog) watch(h *hold, start int64, lease time.Duration, renew bool) error {
 	e := &h.ent
-	*e = entry{kind: kindFixed, key: h.name, token: h.token, lease: lease, h: h, index: -1}
+	*e = entry{kind: kindFixed, own: h.own, key: h.relKeys[0], token: h.token, lease: lease, h: h, index: -1}
 	if renew {
 		e.kind = kindRenew
 	}
-	e.slot = slotOf(h.name)
+	e.slot = slotOf(e.key)
 	e.end = leaseEnd(start, lease)
 	e.due = after(start, w.interval)
 	h.deadline.Store(e.end)
@@ -208,38 +217,55 @@ func (w *watchdog) released(h *hold) {
 	w.mu.Lock()
 	if e := &h.ent; e.index >= 0 {
 		w.drop(e)
-		w.pushOrphan(e.key, e.token, e.slot, e.lease, 0)
+		w.pushOrphan(e.own, e.key, e.token, e.slot, e.lease, 0)
 	}
 	w.mu.Unlock()
 	h.finish(context.Cause(h.lockCtx))
 }
 
+// abandon ends h with cause, if it is still watched, and deletes its key in
+// the background (token-checked): a MultiMutex lets go of its other locks
+// when one is lost. It does no I/O itself.
+func (w *watchdog) abandon(h *hold, cause error) {
+	w.mu.Lock()
+	e := &h.ent
+	watched := e.index >= 0
+	if watched {
+		w.drop(e)
+		w.pushOrphan(e.own, e.key, e.token, e.slot, e.lease, 0)
+	}
+	w.mu.Unlock()
+	if watched {
+		h.finish(cause)
+	}
+}
+
 // orphan queues a best-effort, token-checked delete of key, retried while
 // Redis cannot be reached until the lease it may have been set with has run
 // out. It is used when Unlock could not reach Redis.
-func (w *watchdog) orphan(key, token string, lease time.Duration) {
+func (w *watchdog) orphan(own *ownership, key, token string, lease time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pushOrphan(key, token, slotOf(key), lease, 0)
+	w.pushOrphan(own, key, token, slotOf(key), lease, 0)
 }
 
 // orphanAcquire queues the delete of a token whose acquire may still be on
 // its way to Redis: finding no key, it looks again a few times.
-func (w *watchdog) orphanAcquire(key, token string, lease time.Duration) {
+func (w *watchdog) orphanAcquire(own *ownership, key, token string, lease time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pushOrphan(key, token, slotOf(key), lease, 3)
+	w.pushOrphan(own, key, token, slotOf(key), lease, 3)
 }
 
 // lose ends a watched hold as lost. Called with mu held.
 func (w *watchdog) lose(e *entry, why string) {
 	w.drop(e)
 	w.stats.Losses++
-	h, cause := e.h, lostErr(e.key, why)
+	h, cause := e.h, lostErr(e.h.name, why)
 	if h.mark(cause) {
 		w.note(func() { h.announce(cause) })
 	}
-	key := e.key
+	key := e.label()
 	w.note(func() { w.c.log.Warn("dlock: lock lost", "name", key, "reason", why) })
 }
 
@@ -316,17 +342,17 @@ func (w *watchdog) expire(e *entry) {
 		}
 		w.lose(e, why)
 		// A renewal may have landed unconfirmed: delete the key if it is still ours.
-		w.pushOrphan(e.key, e.token, e.slot, e.lease, 0)
+		w.pushOrphan(e.own, e.key, e.token, e.slot, e.lease, 0)
 	}
 }
 
 // pushOrphan queues an orphan delete due now. Called with mu held.
-func (w *watchdog) pushOrphan(key, token string, slot uint16, lease time.Duration, recheck uint8) {
+func (w *watchdog) pushOrphan(own *ownership, key, token string, slot uint16, lease time.Duration, recheck uint8) {
 	if w.closed {
 		return
 	}
 	now := w.now()
-	heap.Push(&w.q, &entry{kind: kindOrphan, key: key, token: token, slot: slot, lease: lease,
+	heap.Push(&w.q, &entry{kind: kindOrphan, own: own, key: key, token: token, slot: slot, lease: lease,
 		due: now, end: after(now, lease), recheck: recheck, index: -1})
 	if now < w.wakeAt {
 		signal(w.kick)
@@ -399,7 +425,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 			// No longer watched: it ended while the pass was in flight. If the
 			// renewal extended a key that is no longer ours to hold, delete it.
 			if e.kind == kindRenew && r.err == nil && r.status == 1 && errors.Is(e.h.endErr(), ErrLockLost) {
-				w.pushOrphan(e.key, e.token, e.slot, e.lease, 0)
+				w.pushOrphan(e.own, e.key, e.token, e.slot, e.lease, 0)
 			}
 			continue
 		}
@@ -425,7 +451,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 			w.stats.RenewalErrors++
 			if !e.trouble {
 				e.trouble = true
-				key, err, left := e.key, r.err, time.Duration(e.end-now)
+				key, err, left := e.label(), r.err, time.Duration(e.end-now)
 				w.note(func() {
 					w.c.log.Warn("dlock: renewal failed, retrying until the lease runs out",
 						"name", key, "error", err, "left", left)
@@ -437,7 +463,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 			w.stats.Renewals++
 			if e.trouble {
 				e.trouble = false
-				key := e.key
+				key := e.label()
 				w.note(func() { w.c.log.Info("dlock: renewal recovered", "name", key) })
 			}
 			if end := leaseEnd(sent, e.lease); end > e.end {
@@ -495,13 +521,13 @@ func (w *watchdog) close(ctx context.Context) error {
 		if e.h != nil {
 			e.h.finish(ErrClosed)
 		}
-		release[i] = &entry{kind: kindOrphan, key: e.key, token: e.token, slot: e.slot}
+		release[i] = &entry{kind: kindOrphan, own: e.own, key: e.key, token: e.token, slot: e.slot}
 	}
 	res := w.c.st.pass(ctx, release)
 	var errs []error
 	for i, e := range entries {
 		if e.h != nil && res[i].err != nil {
-			errs = append(errs, redisErr("release on close", e.key, res[i].err))
+			errs = append(errs, redisErr("release on close", e.label(), res[i].err))
 		}
 	}
 	return errors.Join(errs...)

@@ -751,7 +751,7 @@ func TestClusterPrimaryKilledLosesShortHold(t *testing.T) {
 func TestClusterReplicaAck(t *testing.T) {
 	cl := testserver.StartCluster(t)
 	ctx := ctxT(t)
-	c := newClient(t, cl.Client(), clusterOpts(dlock.WithReplicaAck(1, 300*time.Millisecond))...)
+	c := newClient(t, cl.Client(), clusterOpts(dlock.WithReplicaAck(1, 2*time.Second))...)
 	ps := cl.Primaries()
 	var ms []*dlock.Mutex
 	for _, p := range ps {
@@ -759,6 +759,8 @@ func TestClusterReplicaAck(t *testing.T) {
 			ms = append(ms, c.NewMutex(n))
 		}
 	}
+	// A generous WAIT timeout: a loaded machine delays acknowledgements, and
+	// a short count fails the grant (the point of the second part).
 	lockAll(t, ctx, ms)
 	s0 := c.Stats()
 	testserver.WaitFor(t, 5*clusterLease, "every lock renewed twice, acknowledged", func() bool {

@@ -30,6 +30,16 @@ var LockCommands = []string{
 	"subscribe", "unsubscribe", "ping",
 }
 
+// FamilyCommands are what the synchronizers beyond Mutex (RWMutex,
+// FairMutex, Semaphore, ExpirableSemaphore, CountDownLatch) run inside their
+// scripts, on top of LockCommands (ClusterLockCommands on a cluster). The
+// harness's user has them too; README.md lists them for users of those types.
+var FamilyCommands = []string{
+	"exists", "incrby", "decrby",
+	"zadd", "zrem", "zscore", "zcard", "zrange", "zrangebyscore", "zremrangebyscore",
+	"rpush", "lpop", "lrem", "lindex", "lrange", "llen",
+}
+
 // LockRule returns the ACL SETUSER rule, after the user name, that gives a
 // user with password the rights dlock needs on locks whose names match
 // keyPatterns (glob patterns such as "lock:*"): dlock's own fencing counters
@@ -87,15 +97,16 @@ func (r *Redis) createLockUser() error {
 	admin := redis.NewClient(o)
 	defer admin.Close()
 	args := []any{"COMMAND", "INFO"}
-	for _, c := range LockCommands {
+	all := append(append([]string{}, LockCommands...), FamilyCommands...)
+	for _, c := range all {
 		args = append(args, c)
 	}
 	infos, err := admin.Do(ctx, args...).Slice()
 	if err != nil {
 		return fmt.Errorf("COMMAND INFO: %w", err)
 	}
-	known := make([]string, 0, len(LockCommands))
-	for i, c := range LockCommands {
+	known := make([]string, 0, len(all))
+	for i, c := range all {
 		if i < len(infos) && infos[i] != nil {
 			known = append(known, c)
 		}
