@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/slot"
@@ -19,6 +20,18 @@ import (
 // ...) in the hash slot of name.
 func derivedKey(kind, name string) string {
 	return "dlock:" + kind + ":{" + slot.Tag(slot.Of(name)) + "}:" + name
+}
+
+// ownerName returns the object's name for one of its keys: the name in a
+// derived key "dlock:<kind>:{T}:<name>", else the key itself (a name). A
+// background release announces it, so that the object's waiters wake.
+func ownerName(key string) string {
+	if rest, ok := strings.CutPrefix(key, "dlock:"); ok {
+		if _, name, ok := strings.Cut(rest, "}:"); ok {
+			return name
+		}
+	}
+	return key
 }
 
 // single returns the Client's one-deployment store, or an error naming op

@@ -88,7 +88,7 @@ func (m *Mutex) lockOnce(ctx context.Context, wait time.Duration, bounded bool) 
 			return nil, ok, err
 		}
 	}
-	if ok, err := m.takeSlot(ctx, bounded, until); !ok {
+	if ok, err := m.c.takeSlot(ctx, m.slot, "lock", m.name, bounded, until); !ok {
 		return nil, false, err
 	}
 	h, err = m.c.acquire(ctx, m, bounded, until)
@@ -102,36 +102,6 @@ func (m *Mutex) lockOnce(ctx context.Context, wait time.Duration, bounded bool) 
 	m.last = nil
 	m.mu.Unlock()
 	return h, true, nil
-}
-
-// takeSlot waits for the handle's local slot, so that goroutines sharing the
-// handle exclude each other before they contend in Redis.
-func (m *Mutex) takeSlot(ctx context.Context, bounded bool, until time.Time) (bool, error) {
-	select {
-	case m.slot <- struct{}{}:
-		return true, nil
-	default:
-	}
-	var expired <-chan time.Time
-	if bounded {
-		left := time.Until(until)
-		if left <= 0 {
-			return false, nil
-		}
-		t := time.NewTimer(left)
-		defer t.Stop()
-		expired = t.C
-	}
-	select {
-	case m.slot <- struct{}{}:
-		return true, nil
-	case <-expired:
-		return false, nil
-	case <-ctx.Done():
-		return false, ctxErr(ctx, "lock", m.name, nil)
-	case <-m.c.closing:
-		return false, fmt.Errorf("dlock: lock %s: %w", quote(m.name), ErrClosed)
-	}
 }
 
 // reenter takes a reentrant handle's lock again while it is held: it confirms

@@ -31,7 +31,8 @@ type Mutex struct {
 	leaseArg  any           // the lease in ms, formatted and boxed once
 	lease     time.Duration // fixed lease, or 0: the watchdog's
 	reentrant bool
-	err       error // set when the handle is invalid; returned by every call
+	fairWait  time.Duration // WithFairWaitTimeout: refused by NewMutex, used by NewFairMutex
+	err       error         // set when the handle is invalid; returned by every call
 
 	// slot is full from the start of a first Lock until its last Unlock, so
 	// goroutines sharing the handle wait for each other.
@@ -84,6 +85,8 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 		m.err = invalid("lock name is empty")
 	case strings.HasPrefix(name, fencePrefix):
 		m.err = invalid("lock name %s is in the prefix %q that dlock reserves for its fencing counters", quote(name), fencePrefix)
+	case m.fairWait != 0 && m.err == nil:
+		m.err = invalid("WithFairWaitTimeout applies to NewFairMutex only")
 	}
 	if m.err == nil {
 		m.keys = []string{name, fenceKey(name)}

@@ -272,10 +272,14 @@ func (c *call) send(ctx context.Context, p redis.Pipeliner, batch []*entry, leas
 	renew, release, renewSrc, releaseSrc := first.own.scripts()
 	if first.kind == kindOrphan {
 		keys, ch := []string{first.key}, noticeChannel(first.key)
+		args := []any{first.token, pub, ch}
+		if first.own != nil {
+			args = append(args, ownerName(first.key))
+		}
 		if eval {
-			c.cmd = p.Eval(ctx, releaseSrc, keys, first.token, pub, ch)
+			c.cmd = p.Eval(ctx, releaseSrc, keys, args...)
 		} else {
-			c.cmd = p.EvalSha(ctx, release.Hash(), keys, first.token, pub, ch)
+			c.cmd = p.EvalSha(ctx, release.Hash(), keys, args...)
 		}
 		return
 	}

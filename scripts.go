@@ -11,17 +11,38 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed scripts/*.lua
+//go:embed scripts/*.lua scripts/lib/*.lua
 var scriptFiles embed.FS
 
 func loadScript(name string) *redis.Script {
 	return redis.NewScript(scriptSource(name))
 }
 
+// includePrefix starts a script line that stands for a shared piece of Lua:
+// "--#include fence" is replaced by scripts/lib/fence.lua, so that every
+// script that grants hands out fencing tokens by the same code.
+const includePrefix = "--#include "
+
+// scriptSource returns the Lua of scripts/<name>.lua with its includes in
+// place.
 func scriptSource(name string) string {
-	src, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	src := mustRead("scripts/" + name + ".lua")
+	if !strings.Contains(src, includePrefix) {
+		return src
+	}
+	lines := strings.SplitAfter(src, "\n")
+	for i, l := range lines {
+		if lib, ok := strings.CutPrefix(strings.TrimSpace(l), includePrefix); ok {
+			lines[i] = mustRead("scripts/lib/" + lib + ".lua")
+		}
+	}
+	return strings.Join(lines, "")
+}
+
+func mustRead(path string) string {
+	src, err := scriptFiles.ReadFile(path)
 	if err != nil {
-		panic("dlock: embedded script missing: " + name) // a build defect, caught by every test
+		panic("dlock: embedded script missing: " + path) // a build defect, caught by every test
 	}
 	return string(src)
 }

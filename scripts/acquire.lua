@@ -16,28 +16,10 @@
 -- an old backup) resumes above every token handed out before.
 -- Every call here is a pcall: on any error the grant is undone (below), so a
 -- refused or failed step never leaves a lock without an owner.
-local function fence()
-  local f = redis.pcall('INCR', KEYS[2])
-  if type(f) == 'table' then
-    return f
-  end
-  local t = redis.pcall('TIME')
-  if t['err'] then
-    return t
-  end
-  local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-  if f < tonumber(now) then
-    local ok = redis.pcall('SET', KEYS[2], now)
-    if ok['err'] then
-      return ok
-    end
-    return tonumber(now)
-  end
-  return f
-end
+--#include fence
 
 local function granted()
-  local f = fence()
+  local f = fence(KEYS[2])
   if type(f) == 'table' then
     -- The counter is unusable: undo the grant rather than leave a lock without a token.
     redis.call('DEL', KEYS[1])

@@ -54,6 +54,8 @@ type libSpec struct {
 	name    string
 	renewal renewal
 	open    func(addr string, watchdog bool) (lib, error)
+	family  bool // a dlock synchronizer beyond Mutex: not a peer, no watchdog scenario
+	shared  bool // holders do not exclude each other (read locks): no contended scenario
 }
 
 // libSpecs are the libraries this benchmark knows, in report order.
@@ -62,6 +64,20 @@ var libSpecs = []libSpec{
 	{name: "redsync", renewal: renewByHand, open: openRedsync},
 	{name: "redislock", renewal: renewByHand, open: openRedislock},
 	{name: "rueidislock", renewal: renewPerLock, open: openRueidislock},
+	{name: "dlock-rw-write", renewal: renewWatchdog, open: openDlockRW, family: true},
+	{name: "dlock-rw-read", renewal: renewWatchdog, open: openDlockRead, family: true, shared: true},
+	{name: "dlock-semaphore", renewal: renewWatchdog, open: openDlockSem, family: true},
+}
+
+// isFamily reports whether the library called name is a dlock synchronizer
+// beyond Mutex.
+func isFamily(name string) bool {
+	for _, s := range libSpecs {
+		if s.name == name {
+			return s.family
+		}
+	}
+	return false
 }
 
 // selectLibs returns the specs named in the comma-separated list, in the
@@ -78,7 +94,7 @@ func selectLibs(list string) ([]libSpec, error) {
 			known = known || s.name == n
 		}
 		if !known {
-			return nil, fmt.Errorf("-libs: unknown library %q (known: dlock, redsync, redislock, rueidislock)", n)
+			return nil, fmt.Errorf("-libs: unknown library %q (known: dlock, redsync, redislock, rueidislock, dlock-rw-write, dlock-rw-read, dlock-semaphore)", n)
 		}
 		want[n] = true
 	}

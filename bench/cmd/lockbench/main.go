@@ -53,7 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", time.Second, "length of each timed scenario in each round")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds of the timed scenarios, libraries interleaved; the report quotes medians")
 	locks := fs.String("locks", "10000,100000", "comma-separated numbers of locks held in the watchdog scenario")
-	libs := fs.String("libs", "dlock,redsync,redislock,rueidislock", "comma-separated libraries to run")
+	libs := fs.String("libs", "dlock,redsync,redislock,rueidislock,dlock-rw-write,dlock-rw-read,dlock-semaphore", "comma-separated libraries to run")
 	fs.BoolVar(&cfg.quick, "quick", false, "smoke test: 300ms scenarios, 1000 watchdog locks, 5s window")
 	if err := fs.Parse(args[1:]); err != nil {
 		return cfg, err

@@ -60,6 +60,9 @@ func runAll(ctx context.Context, cfg config, addr string) (*results, error) {
 		}
 		ceilings = append(ceilings, ceiling)
 		for _, s := range order {
+			if s.shared {
+				continue
+			}
 			progress("round %d/%d: contended: %s", round+1, cfg.rounds, s.name)
 			c := runContended(ctx, s, addr, cfg.duration)
 			c.ceiling = ceiling
@@ -72,7 +75,9 @@ func runAll(ctx context.Context, cfg config, addr string) (*results, error) {
 	for _, s := range cfg.libs {
 		res.uncontended1[s.name] = mergeUncontended(u1[s.name])
 		res.uncontended64[s.name] = mergeUncontended(u64[s.name])
-		res.contended[s.name] = mergeContended(cont[s.name])
+		if !s.shared {
+			res.contended[s.name] = mergeContended(cont[s.name])
+		}
 	}
 	res.contendedCeiling = median(ceilings)
 	for _, s := range cfg.libs {
@@ -81,6 +86,9 @@ func runAll(ctx context.Context, cfg config, addr string) (*results, error) {
 	}
 	for _, n := range cfg.locks {
 		for _, s := range cfg.libs {
+			if s.family {
+				continue
+			}
 			progress("watchdog, %d locks: %s", n, s.name)
 			r := runWatchdog(ctx, s, addr, srv, n, cfg.window)
 			if r.failure != "" {

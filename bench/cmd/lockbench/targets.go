@@ -67,7 +67,7 @@ func targetContended(r *results) target {
 	best, bestName := 0.0, ""
 	var peers []string
 	for _, l := range r.libs {
-		if c := r.contended[l]; l != "dlock" && c != nil {
+		if c := r.contended[l]; l != "dlock" && !isFamily(l) && c != nil {
 			peers = append(peers, fmt.Sprintf("%s %s", l, num(c.rate)))
 			if c.rate > best {
 				best, bestName = c.rate, l

@@ -1,0 +1,31 @@
+-- sem_set: set a semaphore's permits only if they were never set
+-- (Redisson's trySetPermits), and announce them.
+-- KEYS[1]  the semaphore's permit count: a string holding an integer
+-- ARGV[1]  the permits (>= 0)
+-- ARGV[2]  how to announce: 'p' PUBLISH, 's' SPUBLISH (cluster), '' not at all
+-- ARGV[3]  the notice channel of the key's hash slot (the message is KEYS[1])
+-- Returns 1 set; 0 the key exists already (unchanged);
+--         an error "WRONGTYPE dlock: <type>" when the key holds data dlock did
+--           not write: such a key is never modified.
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v['err'] then
+  if string.find(v['err'], 'WRONGTYPE', 1, true) then
+    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
+  end
+  return v
+end
+if v then
+  if #v > 20 or not string.match(v, '^%-?%d+$') then
+    return redis.error_reply('WRONGTYPE dlock: string')
+  end
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1])
+if tonumber(ARGV[1]) > 0 then
+  if ARGV[2] == 'p' then
+    redis.pcall('PUBLISH', ARGV[3], KEYS[1])
+  elseif ARGV[2] == 's' then
+    redis.pcall('SPUBLISH', ARGV[3], KEYS[1])
+  end
+end
+return 1
