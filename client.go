@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -39,6 +40,8 @@ type Client struct {
 	pubArg any       // pub, boxed once
 	obs    Observer  // nil: none
 
+	owners atomic.Uint64 // owner ids handed out (WithRedissonCompat)
+
 	closing   chan struct{} // closed by Close: waiters stop waiting
 	closeOnce sync.Once
 	closeErr  error
@@ -54,6 +57,7 @@ type config struct {
 	closeTimeout    time.Duration
 	noPubSub        bool
 	nodeTimeout     time.Duration // Redlock: each server's share of an attempt
+	redissonID      string        // WithRedissonCompat's client id, or ""
 	ack             *replicaAck   // WithReplicaAck, or nil
 	observer        Observer
 	errs            []error // invalid options, reported by New

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -191,4 +192,32 @@ func ExampleMultiMutex() {
 		panic(err)
 	}
 	// Output: 2 true true
+}
+
+// WithRedissonCompat keeps locks as Redisson does, so that Go and Java
+// services on Redisson exclude each other on the same names.
+func ExampleWithRedissonCompat() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	// Each Client its own id, as each Redisson client has its own UUID.
+	c, err := dlock.New(rdb, dlock.WithRedissonCompat("9b2f4d1e-8c3a-4e5f-a6b7-c8d9e0f1a2b3"))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	m := c.NewMutex("orders:42", dlock.WithReentrant())
+	if err := m.Lock(ctx); err != nil {
+		panic(err)
+	}
+	// Redisson's RLock: a hash at the name, field <clientID>:<ownerID> = hold count.
+	fields, _ := rdb.HGetAll(ctx, "orders:42").Result()
+	for field, count := range fields {
+		fmt.Println(strings.HasPrefix(field, "9b2f4d1e-8c3a-4e5f-a6b7-c8d9e0f1a2b3:go-"), count)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		panic(err)
+	}
+	// Output: true 1
 }

@@ -55,13 +55,31 @@ const fairLeaveTimeout = time.Second
 // WithReentrant apply as to a Mutex. A FairMutex needs a single deployment:
 // on a Redlock Client every call fails with ErrInvalidArgument.
 //
+// On a Client WithRedissonCompat, a FairMutex is stored exactly as
+// Redisson's RFairLock (RedissonFairLock.java): the hash at the name with the
+// field "<clientID>:go-<n>" (one per handle) holding the hold count, the
+// queue list redisson_lock_queue:{name} and the timeouts sorted set
+// redisson_lock_timeout:{name} run by Redisson's own scripts with this
+// Client's clock (a waiter's timeout is chained from the waiter ahead plus
+// the wait, as Redisson computes it; the default wait is Redisson's,
+// DefaultRedissonFairWaitTimeout, and TryLock queues with its own wait, as
+// tryLock(waitTime) does). Unlock publishes "0" on
+// redisson_lock__channel:{name}:<field of the first waiter>, the channel each
+// Java or Go waiter subscribes to, and a waiter that gives up leaves as
+// Redisson's acquireFailed. So Java and Go threads share one line. Fencing
+// tokens come from RFencedLock's counter redisson_lock_token:{name} (a plain
+// INCR, no floor: RFairLock itself has none). A waiter does not refresh its
+// timeout while it waits (Redisson's does not either): one that waits longer
+// than its timeout is dropped by the next call and queues again at the back.
+//
 // All methods are safe for concurrent use. The zero value is not usable.
 type FairMutex struct {
 	c         *Client
 	name      string
-	keys      []string // {name, fence, queue, timeouts}: the acquire script's KEYS
+	keys      []string // {name, fence, queue, timeouts}: the acquire script's KEYS (Redisson: {name, queue, timeouts, token})
 	relKeys   []string // {name, queue, timeouts}: the release and leave scripts' KEYS
-	channel   string
+	channel   string   // the notice channel (Redisson: the handle's own wake-up channel)
+	field     string   // WithRedissonCompat: the owner field <clientID>:go-<n>, else ""
 	leaseArg  string
 	waitArg   string
 	lease     time.Duration // fixed lease, or 0: the watchdog's
@@ -94,7 +112,9 @@ var (
 // Redis and any pause the process may take; a larger d makes a crashed
 // waiter hold up the line for longer. Zero or negative makes every call on
 // the handle fail with ErrInvalidArgument, and so does this option on
-// anything but NewFairMutex.
+// anything but NewFairMutex. On a Client WithRedissonCompat, d is Redisson's
+// threadWaitTime (default DefaultRedissonFairWaitTimeout): the amount a
+// waiter's timeout lies after the one ahead of it; waiters do not refresh it.
 func WithFairWaitTimeout(d time.Duration) MutexOption {
 	return func(m *Mutex) {
 		if d <= 0 {
@@ -111,6 +131,9 @@ func WithFairWaitTimeout(d time.Duration) MutexOption {
 // error matching ErrInvalidArgument.
 func (c *Client) NewFairMutex(name string, opts ...MutexOption) *FairMutex {
 	f := &FairMutex{c: c, name: name, wait: DefaultFairWaitTimeout, slot: make(chan struct{}, 1)}
+	if c != nil && c.redisson() {
+		f.wait = DefaultRedissonFairWaitTimeout
+	}
 	m := &Mutex{} // collects the options
 	for _, o := range opts {
 		if o != nil {
@@ -134,7 +157,9 @@ func (c *Client) NewFairMutex(name string, opts ...MutexOption) *FairMutex {
 			f.err = err
 		}
 	}
-	if f.err == nil {
+	if f.err == nil && c.redisson() {
+		f.initRedisson()
+	} else if f.err == nil {
 		queue, timeouts := derivedKey("queue", name), derivedKey("qtimeout", name)
 		f.keys = []string{name, fenceKey(name), queue, timeouts}
 		f.relKeys = []string{name, queue, timeouts}
@@ -251,7 +276,7 @@ func (f *FairMutex) lockOnce(ctx context.Context, wait time.Duration, bounded bo
 	if ok, err := f.c.takeSlot(ctx, f.slot, "lock", f.name, bounded, until); !ok {
 		return nil, false, err
 	}
-	h, err := f.acquire(ctx, bounded, until)
+	h, err := f.acquire(ctx, wait, bounded, until)
 	if h == nil {
 		<-f.slot
 		return nil, false, err
@@ -276,7 +301,12 @@ func (f *FairMutex) reenter(ctx context.Context) (ok bool, err error, done bool)
 	}
 	lease, _ := f.leaseTime()
 	start := f.c.w.now()
-	st, err := f.c.st.renewOne(ctx, f.name, h.token, lease)
+	var st int64
+	if f.field != "" {
+		st, start, err = f.reenterRedisson(ctx)
+	} else {
+		st, err = f.c.st.renewOne(ctx, f.name, h.token, lease)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctxErr(ctx, "lock", f.name, err), true
@@ -304,7 +334,10 @@ func (f *FairMutex) reenter(ctx context.Context) (ok bool, err error, done bool)
 // and a nil error when a bounded wait ran out. The waiter's id in the queue
 // is the token of the hold it will get, and notices addressed to that id
 // wake it.
-func (f *FairMutex) acquire(ctx context.Context, bounded bool, until time.Time) (*hold, error) {
+func (f *FairMutex) acquire(ctx context.Context, waitTime time.Duration, bounded bool, until time.Time) (*hold, error) {
+	if f.field != "" {
+		return f.acquireRedisson(ctx, waitTime, bounded, until)
+	}
 	c := f.c
 	n, err := c.single("lock", f.name)
 	if err != nil {
@@ -418,12 +451,19 @@ func (f *FairMutex) unlock(ctx context.Context) (UnlockOutcome, error) {
 		return NotHeld, fmt.Errorf("dlock: unlock %s: %w", quote(f.name), ErrNotHeld)
 	}
 	if h.count > 1 && !h.ended() {
+		if f.field != "" {
+			f.mu.Unlock()
+			return f.countDown(ctx, h)
+		}
 		h.count--
 		f.mu.Unlock()
 		return CountedDown, nil
 	}
 	f.h = nil
 	f.mu.Unlock()
+	if f.field != "" {
+		h.relArgs[3] = clientMillis() // Redisson's unlock drops stale waiters by the client's clock
+	}
 
 	outcome, err := f.c.release(ctx, h)
 
@@ -436,7 +476,8 @@ func (f *FairMutex) unlock(ctx context.Context) (UnlockOutcome, error) {
 
 // FencingToken returns the fencing token of the current hold, or 0 when the
 // handle holds nothing (also once a hold is lost). Tokens strictly increase
-// per name across all clients, and are shared with Mutex on the same name.
+// per name across all clients, and are shared with Mutex on the same name
+// (WithRedissonCompat: with Redisson's RFencedLock, redisson_lock_token:{name}).
 func (f *FairMutex) FencingToken() int64 {
 	if h := f.current(); h != nil && h.held() {
 		return h.fence
@@ -489,3 +530,38 @@ func (f *FairMutex) HoldCount() int {
 
 // WaitTimeout returns the handle's waiter timeout (WithFairWaitTimeout).
 func (f *FairMutex) WaitTimeout() time.Duration { return f.wait }
+
+// countDown is a reentrant Unlock that is not the last, WithRedissonCompat:
+// the owner's hold count in Redis goes down with the handle's (Redisson
+// keeps the count in the lock hash). If Redis cannot be reached the count is
+// left as it is and the error returned; a hold found gone ends as lost.
+func (f *FairMutex) countDown(ctx context.Context, h *hold) (UnlockOutcome, error) {
+	st, err := f.countDownRedisson(ctx)
+	if err != nil {
+		return UnlockError, redisErr("unlock", f.name, err)
+	}
+	if st != 2 {
+		why := lossReason(st)
+		if st == 1 {
+			why = "its hold count in Redis ran out before the handle's"
+		}
+		f.c.w.loseHold(h, why)
+		h.awaitTold()
+		f.mu.Lock()
+		cleared := f.h == h
+		if cleared {
+			f.h, f.last = nil, h.endErr()
+		}
+		f.mu.Unlock()
+		if cleared {
+			<-f.slot // after a loss, one Unlock clears the handle
+		}
+		return WasLost, fmt.Errorf("dlock: unlock %s: %w", quote(f.name), h.why())
+	}
+	f.mu.Lock()
+	if f.h == h && h.count > 1 {
+		h.count--
+	}
+	f.mu.Unlock()
+	return CountedDown, nil
+}

@@ -33,14 +33,18 @@ func (m *Mutex) Inspect(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, redisErr("inspect", m.name, err)
 	}
+	held := "string"
+	if m.own == redissonLock {
+		held = "hash" // Redisson's layout
+	}
 	switch kind {
 	case "none":
 		pttl = 0
-	case "string":
+	case held:
 	default:
 		return Status{}, wrongType(m.name, kind)
 	}
-	s := Status{Locked: kind == "string", TTL: time.Duration(pttl) * time.Millisecond}
+	s := Status{Locked: kind == held, TTL: time.Duration(pttl) * time.Millisecond}
 	if pttl == -1 {
 		s.TTL = NoExpiry
 	}

@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The scripts of CountDownLatch (latch_*.lua).
@@ -11,6 +13,12 @@ var (
 	latchSetSource       = scriptSource("latch_set")
 	latchCountDownScript = loadScript("latch_count_down")
 	latchCountDownSource = scriptSource("latch_count_down")
+
+	// WithRedissonCompat: Redisson's channel and messages (redisson_latch_*.lua).
+	redissonLatchSetScript       = loadScript("redisson_latch_set")
+	redissonLatchSetSource       = scriptSource("redisson_latch_set")
+	redissonLatchCountDownScript = loadScript("redisson_latch_count_down")
+	redissonLatchCountDownSource = scriptSource("redisson_latch_count_down")
 )
 
 // A CountDownLatch lets any number of waiters, in any process, wait until a
@@ -27,6 +35,17 @@ var (
 // every waiting Client wakes one waiter, which wakes the next local one, so
 // all waiters go at once, not after their backoff step.
 //
+// On a Client WithRedissonCompat the key is the same (Redisson's
+// RCountDownLatch keeps the same string at the name and deletes it at zero),
+// but the messages are Redisson's, on its channel
+// "redisson_countdownlatch__channel__{<name>}" (with the braces even when the
+// name has some, as RedissonCountDownLatch.getChannelName writes it): the
+// count-down to zero publishes 0 (CountDownLatchPubSub.ZERO_COUNT_MESSAGE),
+// TrySetCount publishes 1 (NEW_COUNT_MESSAGE), and waiters wait on that
+// channel, so that Java and Go services share one latch and wake each other.
+// TrySetCount then sets the count only when the key is absent, as Redisson's
+// does (without the option, a key holding 0 or less counts as not set).
+//
 // A CountDownLatch is not supported on a Redlock Client (every call returns
 // an error matching ErrInvalidArgument). All methods are safe for concurrent
 // use.
@@ -35,8 +54,14 @@ type CountDownLatch struct {
 	n       *node
 	name    string
 	keys    []string // {name}
-	channel string
+	channel string   // the notice channel of the name's hash slot, or Redisson's
 	err     error
+
+	// latch_set and latch_count_down, or Redisson's (redisson_latch_*) on a
+	// Client WithRedissonCompat.
+	setScript, countDownScript *redis.Script
+	setSource, countDownSource string
+	compat                     bool
 }
 
 // NewCountDownLatch returns a handle on the latch called name. It does not
@@ -49,8 +74,23 @@ func (c *Client) NewCountDownLatch(name string) *CountDownLatch {
 	if l.err == nil {
 		l.keys = []string{name}
 		l.channel = noticeChannel(name)
+		l.setScript, l.setSource = latchSetScript, latchSetSource
+		l.countDownScript, l.countDownSource = latchCountDownScript, latchCountDownSource
+		if c.redisson() {
+			l.compat = true
+			l.channel = redissonLatchChannel(name)
+			l.setScript, l.setSource = redissonLatchSetScript, redissonLatchSetSource
+			l.countDownScript, l.countDownSource = redissonLatchCountDownScript, redissonLatchCountDownSource
+		}
 	}
 	return l
+}
+
+// redissonLatchChannel is RedissonCountDownLatch.getChannelName():
+// "redisson_countdownlatch__channel__{" + name + "}", braces always (it does
+// not use prefixName).
+func redissonLatchChannel(name string) string {
+	return "redisson_countdownlatch__channel__{" + name + "}"
 }
 
 // Name returns the latch's name, which is also its Redis key.
@@ -59,7 +99,9 @@ func (l *CountDownLatch) Name() string { return l.name }
 // TrySetCount sets the count to n only if the latch is not set (its key is
 // absent, or holds 0 or less), and reports whether it did: Redisson's
 // trySetCount. n must be positive, else the error matches
-// ErrInvalidArgument.
+// ErrInvalidArgument. On a Client WithRedissonCompat it sets the count only
+// when the key is absent (Redisson checks EXISTS) and publishes 1 on
+// Redisson's channel.
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	if err := familyCheck(ctx, l.c, l.err, "set count of", l.name); err != nil {
 		return false, err
@@ -67,7 +109,11 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 	if n <= 0 {
 		return false, invalid("count of latch %s must be positive, got %d", quote(l.name), n)
 	}
-	v, err := l.n.run(ctx, latchSetScript, latchSetSource, l.keys, n)
+	args := []any{n}
+	if l.compat {
+		args = append(args, l.c.pubArg, l.channel)
+	}
+	v, err := l.n.run(ctx, l.setScript, l.setSource, l.keys, args...)
 	if err != nil {
 		return false, countErr("set count of", l.name, "latch count", err)
 	}
@@ -80,12 +126,15 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 
 // CountDown decrements the count by one; at zero the latch's key is deleted
 // and its waiters, here and in every other process, are woken. Counting down
-// a latch that is not set changes nothing, as in Redisson.
+// a latch that is not set changes nothing, as in Redisson. On a Client
+// WithRedissonCompat the count-down to exactly zero publishes "0" on
+// Redisson's channel; one from 0 or less deletes the key without a message,
+// as Redisson's countDown does.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := familyCheck(ctx, l.c, l.err, "count down", l.name); err != nil {
 		return err
 	}
-	_, err := l.n.run(ctx, latchCountDownScript, latchCountDownSource, l.keys, l.c.pubArg, l.channel)
+	_, err := l.n.run(ctx, l.countDownScript, l.countDownSource, l.keys, l.c.pubArg, l.channel)
 	if err != nil {
 		return countErr("count down", l.name, "latch count", err)
 	}
@@ -129,7 +178,7 @@ func (l *CountDownLatch) wait(ctx context.Context, d time.Duration, bounded bool
 	if ctx.Err() != nil {
 		return false, ctxErr(ctx, "wait for", l.name, nil)
 	}
-	w := wait{op: "wait for", name: l.name, bounded: bounded}
+	w := wait{op: "wait for", name: l.name, channel: l.channel, bounded: bounded}
 	if bounded {
 		w.until = time.Now().Add(d)
 	}
@@ -143,7 +192,7 @@ func (l *CountDownLatch) wait(ctx context.Context, d time.Duration, bounded bool
 	if ok {
 		// A notice wakes one waiter per Client: pass it on, so that every
 		// local waiter goes.
-		l.c.n.poke(l.name)
+		l.c.n.pokeOn(l.channel, l.name)
 	}
 	return ok, err
 }

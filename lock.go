@@ -116,7 +116,15 @@ func (m *Mutex) reenter(ctx context.Context) (ok bool, err error, done bool) {
 		return false, endedHoldErr(h), true
 	}
 	start := m.c.w.now()
-	st, err := m.c.st.renewOne(ctx, m.name, h.token, h.ent.lease)
+	var st int64
+	if m.own == redissonLock {
+		// Redisson counts a reentry in its hash: the acquire script again.
+		if st, err = m.c.st.acquire(ctx, m, h); err == nil && st > 0 {
+			st = 1
+		}
+	} else {
+		st, err = m.c.st.renewOne(ctx, m.name, h.token, h.ent.lease)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctxErr(ctx, "lock", m.name, err), true
@@ -159,7 +167,13 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 	// stays unknown when the call gives up, the token is deleted in the
 	// background, so an orphan does not block others for a whole lease.
 	token := newToken()
-	h := &hold{c: c, name: m.name, relKeys: m.relKeys, token: token, lockCtx: ctx}
+	if m.field != "" {
+		token = m.field // Redisson's layout: the owner's field, the same for every hold
+		if err := c.w.settle(ctx, m.name, token); err != nil {
+			return nil, redisErr("lock", m.name, err)
+		}
+	}
+	h := &hold{c: c, name: m.name, relKeys: m.relKeys, token: token, lockCtx: ctx, own: m.own}
 	h.args = [2]any{token, m.leaseArg} // boxed once, used by every attempt
 	h.relArgs, h.nargs = [4]any{h.args[0], c.pubArg, m.channel}, 3
 	var (
@@ -181,13 +195,13 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 	if c.n != nil {
 		// On a contended slot, wait in line for notices before the first
 		// attempt: a release during it is then announced to this call.
-		if sub = c.n.joinIfReady(m.name); sub != nil {
+		if sub = c.n.joinIfReadyOn(m.channel, m.name); sub != nil {
 			joined = true
 		}
 	}
 	giveUp := func(err error) (*hold, error) {
 		if unknown {
-			c.w.orphanAcquire(nil, m.name, token, lease)
+			c.w.orphanAcquire(m.own, m.name, token, lease)
 		}
 		return nil, err
 	}
@@ -245,7 +259,7 @@ func (c *Client) acquire(ctx context.Context, m *Mutex, bounded bool, until time
 		// seen by the second attempt, and any later one is announced.
 		if !joined && lastErr == nil && c.n != nil {
 			joined = true
-			if sub = c.n.join(ctx, m.name, left); sub != nil {
+			if sub = c.n.joinOn(ctx, m.channel, m.name, "", left); sub != nil {
 				continue
 			}
 		}

@@ -27,7 +27,9 @@ type Mutex struct {
 	name      string
 	keys      []string      // {name, fencing counter}: the acquire script's KEYS
 	relKeys   []string      // {name}: the release script's KEYS
-	channel   string        // the notice channel of the name's hash slot
+	channel   string        // the notice channel of the name's hash slot (Redisson's, WithRedissonCompat)
+	own       *ownership    // nil: a string holding a token; redissonLock: a field of Redisson's hash
+	field     string        // WithRedissonCompat: the handle's owner field "<clientID>:go-<n>"
 	leaseArg  any           // the lease in ms, formatted and boxed once
 	lease     time.Duration // fixed lease, or 0: the watchdog's
 	reentrant bool
@@ -92,6 +94,11 @@ func (c *Client) NewMutex(name string, opts ...MutexOption) *Mutex {
 		m.keys = []string{name, fenceKey(name)}
 		m.relKeys = []string{name}
 		m.channel = noticeChannel(name)
+		if c.redisson() {
+			m.keys[1] = redissonName("redisson_lock_token", name)
+			m.channel = redissonName("redisson_lock__channel", name)
+			m.own, m.field = redissonLock, c.newOwnerField()
+		}
 		lease, _ := m.leaseTime()
 		m.leaseArg = leaseArg(lease)
 	}

@@ -35,10 +35,14 @@ func (n *node) pipelines() uint64 { return n.pipelined.Load() }
 
 func (n *node) acquire(ctx context.Context, m *Mutex, h *hold) (_ int64, err error) {
 	defer func() { n.reroute(err) }()
-	if n.cfg.ack == nil {
-		return acquireScript.Run(ctx, n.rdb, m.keys, h.args[:]...).Int64()
+	s, src := acquireScript, acquireSource
+	if m.own == redissonLock {
+		s, src = redissonAcquireScript, redissonAcquireSource
 	}
-	cmd, got, err := n.acked(ctx, acquireScript, acquireSource, m.keys, h.args[:]...)
+	if n.cfg.ack == nil {
+		return s.Run(ctx, n.rdb, m.keys, h.args[:]...).Int64()
+	}
+	cmd, got, err := n.acked(ctx, s, src, m.keys, h.args[:]...)
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +117,11 @@ func (n *node) inspect(ctx context.Context, m *Mutex) (_ string, _ int64, _ int6
 
 func (n *node) forceUnlock(ctx context.Context, m *Mutex) (_ int64, _ string, err error) {
 	defer func() { n.reroute(err) }()
-	v, err := forceUnlockScript.Run(ctx, n.rdb, m.relKeys, n.pub, m.channel).Result()
+	s := forceUnlockScript
+	if m.own == redissonLock {
+		s = redissonForceUnlockScript
+	}
+	v, err := s.Run(ctx, n.rdb, m.relKeys, n.pub, m.channel).Result()
 	if err != nil {
 		return 0, "", err
 	}

@@ -53,6 +53,8 @@ type subChan struct {
 	ready     chan struct{} // closed when the server first confirms, or refuses
 	idleSince time.Time     // when refs dropped to 0
 	names     map[string]*waitList
+	solo      string // the one name of a name's own channel (joinOn), or ""
+
 }
 
 // waitList is the local waiters of one name, in arrival order.
@@ -96,11 +98,19 @@ func (n *notifier) join(ctx context.Context, name string, left time.Duration) *w
 // joinID is join for a waiter that notices can address by id alone: a
 // notice "<name>\n<id>" wakes it and no other (the fair lock's next in line).
 func (n *notifier) joinID(ctx context.Context, name, id string, left time.Duration) *waiter {
+	return n.joinOn(ctx, noticeChannel(name), name, id, left)
+}
+
+// joinOn is joinID on a channel of the caller's choosing. A channel other
+// than the name's slot channel is the name's own (Redisson's layout,
+// "redisson_lock__channel:{name}"): any message on it wakes the name's
+// waiters, whatever it says.
+func (n *notifier) joinOn(ctx context.Context, channel, name, id string, left time.Duration) *waiter {
 	// A cluster node answers MOVED when the slot has left it and the client's
 	// slot map is stale: try again once the map names another node.
 	for range 3 {
-		w, moved := n.joinOnce(ctx, name, id, left)
-		if moved == "" || !n.awaitMove(ctx, noticeChannel(name), moved, min(left, subscribeTimeout)) {
+		w, moved := n.joinOnce(ctx, channel, name, id, left)
+		if moved == "" || !n.awaitMove(ctx, channel, moved, min(left, subscribeTimeout)) {
 			return w
 		}
 	}
@@ -133,8 +143,7 @@ func (n *notifier) awaitMove(ctx context.Context, channel, old string, d time.Du
 
 // joinOnce is one try of join. When the node refused the subscription with
 // MOVED it returns that node's address and no waiter.
-func (n *notifier) joinOnce(ctx context.Context, name, id string, left time.Duration) (_ *waiter, moved string) {
-	channel := noticeChannel(name)
+func (n *notifier) joinOnce(ctx context.Context, channel, name, id string, left time.Duration) (_ *waiter, moved string) {
 	addr, err := n.addrFor(ctx, channel) // I/O on a cluster: before taking mu
 	n.mu.Lock()
 	if n.closed || time.Now().Before(n.degraded) {
@@ -151,6 +160,9 @@ func (n *notifier) joinOnce(ctx context.Context, name, id string, left time.Dura
 	subscribe := ch == nil
 	if subscribe {
 		ch = &subChan{ready: make(chan struct{}), names: map[string]*waitList{}}
+		if channel != noticeChannel(name) {
+			ch.solo = name
+		}
 		sc.chans[channel] = ch
 	}
 	w := ch.add(sc, channel, name, id)
@@ -216,7 +228,12 @@ func isMoved(err error) bool {
 // and confirmed already (a contended slot): it costs no I/O, so a Lock call
 // can do it before its first attempt and then needs no second one.
 func (n *notifier) joinIfReady(name string) *waiter {
-	channel := noticeChannel(name)
+	return n.joinIfReadyOn(noticeChannel(name), name)
+}
+
+// joinIfReadyOn is joinIfReady on a channel of the caller's choosing (see
+// joinOn).
+func (n *notifier) joinIfReadyOn(channel, name string) *waiter {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed || len(n.conns) != 1 {
@@ -348,10 +365,14 @@ func (wl *waitList) wakeID(id string) {
 // that finds room for more than itself (permits left, a read lock that
 // other readers may share) passes the wake-up on without a round trip.
 func (n *notifier) poke(name string) {
+	n.pokeOn(noticeChannel(name), name)
+}
+
+// pokeOn is poke for waiters on a channel of the caller's choosing.
+func (n *notifier) pokeOn(channel, name string) {
 	if n == nil {
 		return
 	}
-	channel := noticeChannel(name)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, sc := range n.conns {
@@ -459,6 +480,9 @@ func (n *notifier) deliver(sc *subConn, m any) string {
 	case *redis.Message:
 		if ch := sc.chans[m.Channel]; ch != nil {
 			name, id, addressed := strings.Cut(m.Payload, "\n")
+			if ch.solo != "" && !addressed {
+				name = ch.solo // the name's own channel: any message is for it
+			}
 			if wl := ch.names[name]; wl != nil {
 				if addressed {
 					wl.wakeID(id)

@@ -47,7 +47,12 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Client, error
 			return nil, invalid("Redlock client %d is a %T: Redlock needs independent single servers", i, rdb)
 		}
 	}
-	return newClient(clients[0], opts, func(c *Client) store { return newQuorum(clients, &c.cfg, c.pub) })
+	c, err := newClient(clients[0], opts, func(c *Client) store { return newQuorum(clients, &c.cfg, c.pub) })
+	if err == nil && c.redisson() {
+		_ = c.Close()
+		return nil, invalid("NewRedlock does not support WithRedissonCompat")
+	}
+	return c, err
 }
 
 // WithNodeTimeout bounds each server's part of an operation of a Redlock

@@ -97,6 +97,22 @@ func (m rwMode) String() string {
 // dlock:wwait:{T}:<name>; all three share the name's hash slot. Do not lock a
 // Mutex on the name of an RWMutex: a Mutex does not look at readers.
 //
+// On a Client WithRedissonCompat the lock is kept exactly as Redisson's
+// RReadWriteLock keeps it, so that Java services using Redisson share it: the
+// hash at the name with the field "mode" ("read" or "write"), the handle's
+// owner field "<clientID>:go-<n>" holding its read hold count (or
+// "<clientID>:go-<n>:write" its write hold count), one string
+// "{<name>}:<owner field>:rwlock_timeout:<i>" per read hold, and wake-ups on
+// redisson_rwlock:{<name>} ("0" after the last reader, "1" after a writer).
+// Each handle is one owner (one Java thread, in Redisson's terms); a
+// reentrant handle counts its holds in Redis, as Redisson does. There is no
+// writer preference there (Redisson has none, and a Java reader would not
+// honour a Go writer's intent), so a steady stream of readers can starve a
+// writer, as in Redisson. Fencing tokens come from RFencedLock's counter
+// redisson_lock_token:{<name>} (a plain INCR per grant): RReadWriteLock has
+// no tokens, and a Java RFencedLock of the same name shares the counter.
+// Mutex.Inspect and Mutex.ForceUnlock do not apply to this layout.
+//
 // RWMutex needs the commands of FamilyCommands on top of the Mutex's. It is
 // not offered on a Redlock Client (NewRedlock): every call returns an error
 // matching ErrInvalidArgument. All methods are safe for concurrent use. The
@@ -113,6 +129,12 @@ type RWMutex struct {
 	lease     time.Duration
 	reentrant bool
 	err       error // set when the handle is invalid; returned by every call
+
+	// rs is set on a Client WithRedissonCompat: the handle keeps Redisson's
+	// layout (rwmutex_redisson.go). cmu then serialises a reentrant handle's
+	// count changes, which are Redis calls.
+	rs  *rwRedisson
+	cmu sync.Mutex
 
 	// slot is full from the start of a first RLock or Lock until its last
 	// RUnlock or Unlock, so goroutines sharing the handle wait for each other.
@@ -155,13 +177,23 @@ func (c *Client) NewRWMutex(name string, opts ...MutexOption) *RWMutex {
 		return rw
 	}
 	rw.n = n
+	if c.redisson() {
+		rw.initRedisson()
+		rw.leaseArg = leaseArg(rw.leaseTimeOnly())
+		return rw
+	}
 	rw.readers = derivedKey("readers", name)
 	rw.intent = derivedKey("wwait", name)
 	rw.keys = []string{name, rw.readers, rw.intent, fenceKey(name)}
 	rw.channel = noticeChannel(name)
-	lease, _ := rw.leaseTime()
-	rw.leaseArg = leaseArg(lease)
+	rw.leaseArg = leaseArg(rw.leaseTimeOnly())
 	return rw
+}
+
+// leaseTimeOnly is the lease of leaseTime.
+func (rw *RWMutex) leaseTimeOnly() time.Duration {
+	lease, _ := rw.leaseTime()
+	return lease
 }
 
 // Name returns the lock's name, which is also the Redis key of its writer.
@@ -370,6 +402,14 @@ func (rw *RWMutex) reenter(ctx context.Context, mode rwMode) (ok bool, err error
 		return false, fmt.Errorf("dlock: %s %s: the handle's hold has ended, release it before locking again: %w",
 			op, quote(rw.name), h.why()), true
 	}
+	if rw.rs != nil {
+		rw.cmu.Lock()
+		defer rw.cmu.Unlock()
+		if cur, _ := rw.current(); cur != h {
+			return false, nil, false // released meanwhile: acquire afresh
+		}
+		return rw.redissonReenter(ctx, h, mode)
+	}
 	lease, _ := rw.leaseTime()
 	start := rw.c.w.now()
 	var st int64
@@ -425,13 +465,32 @@ func (rw *RWMutex) acquire(ctx context.Context, mode rwMode, bounded bool, until
 	if mode == rwRead {
 		own, key, script, src = memberOwnership, rw.readers, rwRLockScript, rwRLockSource
 	}
+	var args []any
+	if rw.rs != nil {
+		var s *ownershipScript
+		s, args = rw.redissonArgs(mode, false)
+		own, key, script, src = s.own, rw.name, s.script, s.src
+	}
 	// One token for every attempt: a retry after a lost reply finds its own
 	// token and is granted.
 	h := c.newFamilyHold(ctx, own, rw.name, key)
-	args := []any{h.token, rw.leaseArg}
-	if mode == rwWrite {
-		args = append(args, leaseArg(rwIntentTTL))
+	if rw.rs != nil {
+		// Redisson's layout: the "token" of the hold is the owner's field
+		// (see the ownership contract in ownership.go).
+		h.token = args[1].(string)
+		// The field is the handle's for every hold: a background release of
+		// its previous hold must land before this acquire (watchdog.settle).
+		if err := c.w.settle(ctx, key, h.token); err != nil {
+			return nil, redisErr(opOf(mode), rw.name, err)
+		}
+		h.relArgs[0], h.relArgs[2] = h.token, rw.channel
+	} else {
+		args = []any{h.token, rw.leaseArg}
+		if mode == rwWrite {
+			args = append(args, leaseArg(rwIntentTTL))
+		}
 	}
+	writerIntent := mode == rwWrite && rw.rs == nil // Redisson's layout has no writer preference
 	var (
 		fence   int64
 		start   int64
@@ -451,12 +510,12 @@ func (rw *RWMutex) acquire(ctx context.Context, mode rwMode, bounded bool, until
 				}
 				cancel()
 			}
-			intent = intent || mode == rwWrite
+			intent = intent || writerIntent
 			return false, -1, err
 		}
 		if err != nil {
 			if mayHaveRun(err) {
-				unknown, intent = true, intent || mode == rwWrite
+				unknown, intent = true, intent || writerIntent
 			}
 			return false, -1, err
 		}
@@ -469,7 +528,7 @@ func (rw *RWMutex) acquire(ctx context.Context, mode rwMode, bounded bool, until
 			return true, 0, nil
 		}
 		hint := pttlHint(f)
-		if mode == rwWrite {
+		if writerIntent {
 			intent = true
 			if hint < 0 || hint > rwWriterMaxSleep {
 				hint = rwWriterMaxSleep // refresh the intent in time
@@ -477,9 +536,15 @@ func (rw *RWMutex) acquire(ctx context.Context, mode rwMode, bounded bool, until
 		}
 		return false, hint, nil
 	}
-	ok, err := c.waitFor(ctx, wait{op: opOf(mode), name: rw.name, bounded: bounded, until: until}, t)
+	ok, err := c.waitFor(ctx, wait{op: opOf(mode), name: rw.name, channel: rw.channel, bounded: bounded, until: until}, t)
 	if !ok {
-		if unknown {
+		// In Redisson's layout the "token" is the handle's owner field, the
+		// same for its next acquisition: a background cleanup could remove
+		// that next hold. A grant whose outcome stayed unknown is left to its
+		// (unrenewed) lease there; the handle's next acquisition of the mode
+		// counts it up, and its last release removes the field whatever its
+		// count.
+		if unknown && rw.rs == nil {
 			c.w.orphanAcquire(own, key, h.token, lease)
 		}
 		if intent {
@@ -492,7 +557,7 @@ func (rw *RWMutex) acquire(ctx context.Context, mode rwMode, bounded bool, until
 		return nil, err
 	}
 	if mode == rwRead {
-		c.n.poke(rw.name) // the next local reader may go too
+		c.n.pokeOn(rw.channel, rw.name) // the next local reader may go too
 	}
 	return h, nil
 }
@@ -521,6 +586,10 @@ func (rw *RWMutex) unlock(ctx context.Context, mode rwMode) error {
 	if ctx == nil {
 		return invalid("nil context for %s %s", op, quote(rw.name))
 	}
+	if rw.rs != nil {
+		rw.cmu.Lock()
+		defer rw.cmu.Unlock()
+	}
 	rw.mu.Lock()
 	h, held := rw.h, rw.mode
 	if h == nil || held != mode {
@@ -537,9 +606,39 @@ func (rw *RWMutex) unlock(ctx context.Context, mode rwMode) error {
 	// A reentrant hold counts down; one that has ended is cleared at once,
 	// whatever its count, so the handle is free for the next lock.
 	if h.count > 1 && !h.ended() {
-		h.count--
+		if rw.rs == nil {
+			h.count--
+			rw.mu.Unlock()
+			return nil
+		}
+		// Redisson's layout keeps the count in Redis: count it down there.
 		rw.mu.Unlock()
-		return nil
+		st, err := rw.redissonCountDown(ctx, h, mode)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctxErr(ctx, op, rw.name, err)
+			}
+			return redisErr(op, rw.name, err)
+		case st == 2:
+			rw.mu.Lock()
+			h.count--
+			rw.mu.Unlock()
+			return nil
+		case st == 1: // the server's count was lower: the hold is over
+			if rw.c.w.unwatch(h) {
+				h.finish(errUnlocked)
+			}
+			rw.mu.Lock()
+			rw.h, rw.mode = nil, rwNone
+			rw.last = h.endErr()
+			rw.mu.Unlock()
+			<-rw.slot
+			return nil
+		default:
+			rw.c.w.loseHold(h, lossReason(st))
+		}
+		rw.mu.Lock()
 	}
 	rw.h, rw.mode = nil, rwNone
 	rw.mu.Unlock()

@@ -20,6 +20,12 @@ var (
 	semAddSource     = scriptSource("sem_add")
 	semSetScript     = loadScript("sem_set")
 	semSetSource     = scriptSource("sem_set")
+
+	// WithRedissonCompat: Redisson's channel and messages (redisson_sem_*.lua).
+	redissonSemAddScript = loadScript("redisson_sem_add")
+	redissonSemAddSource = scriptSource("redisson_sem_add")
+	redissonSemSetScript = loadScript("redisson_sem_set")
+	redissonSemSetSource = scriptSource("redisson_sem_set")
 )
 
 // A Semaphore is a counting semaphore shared by every process that uses its
@@ -44,6 +50,15 @@ var (
 // passed on: waiters for fewer permits behind it then look again after their
 // backoff step.
 //
+// On a Client WithRedissonCompat the key is the same (Redisson's RSemaphore
+// keeps the same string at the name), but the wake-ups are Redisson's: Release
+// and AddPermits publish the permits now available, and TrySetPermits the
+// permits set, on "redisson_sc:{<name>}" (RedissonSemaphore.getChannelName),
+// and waiters wait on that channel, so that Java and Go services share one
+// semaphore and wake each other. AddPermits then publishes whatever the sign
+// (as Redisson does); every message wakes one waiter per Client, however many
+// permits it announces (Redisson wakes as many as the count, at most).
+//
 // A Semaphore is not supported on a Redlock Client (every call returns an
 // error matching ErrInvalidArgument). All methods are safe for concurrent use.
 type Semaphore struct {
@@ -51,8 +66,13 @@ type Semaphore struct {
 	n       *node
 	name    string
 	keys    []string // {name}
-	channel string   // the notice channel of the name's hash slot
+	channel string   // the notice channel of the name's hash slot, or Redisson's
 	err     error    // set when the handle is invalid; returned by every call
+
+	// The scripts that add and set permits: sem_add and sem_set, or
+	// Redisson's (redisson_sem_*) on a Client WithRedissonCompat.
+	addScript, setScript *redis.Script
+	addSource, setSource string
 }
 
 // NewSemaphore returns a handle on the semaphore called name. It does not
@@ -65,9 +85,20 @@ func (c *Client) NewSemaphore(name string) *Semaphore {
 	if s.err == nil {
 		s.keys = []string{name}
 		s.channel = noticeChannel(name)
+		s.addScript, s.addSource = semAddScript, semAddSource
+		s.setScript, s.setSource = semSetScript, semSetSource
+		if c.redisson() {
+			s.channel = redissonSemChannel(name)
+			s.addScript, s.addSource = redissonSemAddScript, redissonSemAddSource
+			s.setScript, s.setSource = redissonSemSetScript, redissonSemSetSource
+		}
 	}
 	return s
 }
+
+// redissonSemChannel is RedissonSemaphore.getChannelName(name):
+// "redisson_sc:{<name>}", or "redisson_sc:<name>" when the name has a brace.
+func redissonSemChannel(name string) string { return redissonName("redisson_sc", name) }
 
 // familyStore checks the Client and the name of a new semaphore or latch
 // handle and returns the Client's store.
@@ -106,18 +137,24 @@ func (s *Semaphore) Name() string { return s.name }
 // then set, with no permits); a negative n returns an error matching
 // ErrInvalidArgument.
 func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
-	return semSet(ctx, s.c, s.n, s.err, s.name, s.keys, s.channel, n)
+	return semSetWith(ctx, s.c, s.n, s.err, s.setScript, s.setSource, s.name, s.keys, s.channel, n)
 }
 
-// semSet is TrySetPermits of Semaphore and ExpirableSemaphore.
+// semSet is TrySetPermits of ExpirableSemaphore.
 func semSet(ctx context.Context, c *Client, nd *node, herr error, name string, keys []string, channel string, n int) (bool, error) {
+	return semSetWith(ctx, c, nd, herr, semSetScript, semSetSource, name, keys, channel, n)
+}
+
+// semSetWith is semSet with the script of the caller's choosing (sem_set or
+// redisson_sem_set, which take the same KEYS and ARGV).
+func semSetWith(ctx context.Context, c *Client, nd *node, herr error, script *redis.Script, src, name string, keys []string, channel string, n int) (bool, error) {
 	if err := familyCheck(ctx, c, herr, "set permits of", name); err != nil {
 		return false, err
 	}
 	if n < 0 {
 		return false, invalid("permits of semaphore %s must not be negative, got %d", quote(name), n)
 	}
-	v, err := nd.run(ctx, semSetScript, semSetSource, keys, n, c.pubArg, channel)
+	v, err := nd.run(ctx, script, src, keys, n, c.pubArg, channel)
 	if err != nil {
 		return false, countErr("set permits of", name, "permit count", err)
 	}
@@ -131,18 +168,25 @@ func semSet(ctx context.Context, c *Client, nd *node, herr error, name string, k
 // AddPermits adds n permits to the semaphore, or removes -n when n is
 // negative, whatever the permits set before: Redisson's addPermits. The count
 // may go below zero; acquirers then wait until it is back above what they
-// ask. Adding permits wakes waiters.
+// ask. Adding permits wakes waiters (on a Client WithRedissonCompat, any
+// change is published, as Redisson does).
 func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
 	if err := familyCheck(ctx, s.c, s.err, "add permits to", s.name); err != nil {
 		return err
 	}
-	_, err := semAdd(ctx, s.c, s.n, "add permits to", s.name, s.keys, s.channel, n)
+	_, err := semAddWith(ctx, s.c, s.n, s.addScript, s.addSource, "add permits to", s.name, s.keys, s.channel, n)
 	return err
 }
 
 // semAdd runs sem_add and returns the new count.
 func semAdd(ctx context.Context, c *Client, nd *node, op, name string, keys []string, channel string, n int) (int64, error) {
-	v, err := nd.run(ctx, semAddScript, semAddSource, keys, n, c.pubArg, channel)
+	return semAddWith(ctx, c, nd, semAddScript, semAddSource, op, name, keys, channel, n)
+}
+
+// semAddWith is semAdd with the script of the caller's choosing (sem_add or
+// redisson_sem_add, which take the same KEYS and ARGV).
+func semAddWith(ctx context.Context, c *Client, nd *node, script *redis.Script, src, op, name string, keys []string, channel string, n int) (int64, error) {
+	v, err := nd.run(ctx, script, src, keys, n, c.pubArg, channel)
 	if err != nil {
 		return 0, countErr(op, name, "permit count", err)
 	}
@@ -191,12 +235,15 @@ func (s *Semaphore) acquire(ctx context.Context, n int, d time.Duration, bounded
 	if ctx.Err() != nil {
 		return false, ctxErr(ctx, "acquire", s.name, nil)
 	}
-	w := wait{op: "acquire", name: s.name, bounded: bounded}
+	w := wait{op: "acquire", name: s.name, channel: s.channel, bounded: bounded}
 	if bounded {
 		w.until = time.Now().Add(d)
 	}
 	var left int64
 	ok, err := s.c.waitFor(ctx, w, func(actx context.Context) (bool, time.Duration, error) {
+		// sem_acquire serves both modes: it does what Redisson's script in
+		// RedissonSemaphore.tryAcquireAsync does (GET, compare, DECRBY,
+		// publish nothing), with dlock's checks for foreign data.
 		// The permits have no owner: an attempt whose outcome stayed unknown
 		// could take permits that nobody gives back. So an attempt is not cut
 		// by the context; it runs until Redis answers or the connection fails.
@@ -212,7 +259,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, d time.Duration, bounded
 			if r.status == 1 {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.c.cfg.closeTimeout)
 				defer cancel()
-				_, _ = semAddScript.Run(rctx, s.n.rdb, s.keys, n, s.c.pubArg, s.channel).Result()
+				_, _ = s.addScript.Run(rctx, s.n.rdb, s.keys, n, s.c.pubArg, s.channel).Result()
 			}
 			return false, -1, err
 		}
@@ -223,7 +270,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, d time.Duration, bounded
 		return true, 0, nil
 	})
 	if ok && left > 0 {
-		s.c.n.poke(s.name) // permits left: the next local waiter may take some
+		s.c.n.pokeOn(s.channel, s.name) // permits left: the next local waiter may take some
 	}
 	return ok, err
 }
@@ -238,7 +285,7 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if n <= 0 {
 		return invalid("permits to release to semaphore %s must be positive, got %d", quote(s.name), n)
 	}
-	_, err := semAdd(ctx, s.c, s.n, "release", s.name, s.keys, s.channel, n)
+	_, err := semAddWith(ctx, s.c, s.n, s.addScript, s.addSource, "release", s.name, s.keys, s.channel, n)
 	return err
 }
 

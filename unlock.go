@@ -53,6 +53,11 @@ func (m *Mutex) unlock(ctx context.Context) (UnlockOutcome, error) {
 	if h.count > 1 && !h.ended() {
 		h.count--
 		m.mu.Unlock()
+		if m.own == redissonLock {
+			if err := m.c.redissonCountDown(ctx, h); err != nil {
+				return UnlockError, err
+			}
+		}
 		return CountedDown, nil
 	}
 	m.h = nil

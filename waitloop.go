@@ -20,6 +20,7 @@ type try func(ctx context.Context) (ok bool, hint time.Duration, err error)
 type wait struct {
 	op      string    // what is being done, for errors: "lock", "acquire", ...
 	name    string    // the object's name: its notices wake the wait
+	channel string    // where its notices come: "" is the name's slot channel
 	id      string    // if set, notices addressed to this id wake this wait alone
 	bounded bool      // the wait ends at until
 	until   time.Time // when a bounded wait gives up
@@ -48,8 +49,12 @@ func (c *Client) waitFor(ctx context.Context, w wait, t try) (bool, error) {
 			c.n.leave(sub)
 		}
 	}()
+	channel := w.channel
+	if channel == "" {
+		channel = noticeChannel(w.name)
+	}
 	if c.n != nil && w.id == "" {
-		if sub = c.n.joinIfReady(w.name); sub != nil {
+		if sub = c.n.joinIfReadyOn(channel, w.name); sub != nil {
 			joined = true
 		}
 	}
@@ -102,11 +107,7 @@ func (c *Client) waitFor(ctx context.Context, w wait, t try) (bool, error) {
 		}
 		if !joined && lastErr == nil && c.n != nil {
 			joined = true
-			if w.id != "" {
-				sub = c.n.joinID(ctx, w.name, w.id, left)
-			} else {
-				sub = c.n.join(ctx, w.name, left)
-			}
+			sub = c.n.joinOn(ctx, channel, w.name, w.id, left)
 			if sub != nil {
 				continue // a notice sent before the subscription may be lost: look again
 			}

@@ -33,6 +33,8 @@ type watchdog struct {
 	notes   []func() // log lines to write once mu is released
 	wakeAt  int64    // when the scheduler will next wake by itself
 	stats   Stats
+	orphans int        // orphan entries in q
+	passed  *sync.Cond // on mu: broadcast after every pass (see settle)
 
 	kick  chan struct{} // wakes the scheduler
 	ready chan struct{} // wakes the renewer
@@ -110,6 +112,7 @@ func newWatchdog(c *Client) *watchdog {
 		ready:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
+	w.passed = sync.NewCond(&w.mu)
 	w.ctx, w.abort = context.WithCancel(context.Background())
 	w.exec = c.st.pass
 	w.wg.Add(2)
@@ -240,6 +243,46 @@ func (w *watchdog) abandon(h *hold, cause error) {
 	}
 }
 
+// settle runs at once, and waits for, every background release still pending
+// for token on key. A handle whose token is stable across its holds (an
+// owner field of Redisson's layout) settles before it acquires, so that a
+// release meant for its previous hold cannot land on its next one.
+func (w *watchdog) settle(ctx context.Context, key, token string) error {
+	w.mu.Lock()
+	var mine []*entry
+	for {
+		mine = mine[:0]
+		if w.orphans == 0 || w.closed {
+			break
+		}
+		busy := false
+		for _, e := range w.q {
+			if e.kind == kindOrphan && e.key == key && e.token == token {
+				busy = busy || e.busy
+				mine = append(mine, e)
+			}
+		}
+		if !busy {
+			break
+		}
+		w.passed.Wait() // one is in the renewer's pass now: let it land
+	}
+	for _, e := range mine {
+		heap.Remove(&w.q, e.index)
+		w.orphans--
+	}
+	w.mu.Unlock()
+	if len(mine) == 0 {
+		return nil
+	}
+	for _, r := range w.c.st.pass(ctx, mine) {
+		if r.err != nil {
+			return r.err
+		}
+	}
+	return nil
+}
+
 // orphan queues a best-effort, token-checked delete of key, retried while
 // Redis cannot be reached until the lease it may have been set with has run
 // out. It is used when Unlock could not reach Redis.
@@ -333,6 +376,7 @@ func (w *watchdog) expire(e *entry) {
 	switch e.kind {
 	case kindOrphan:
 		heap.Remove(&w.q, e.index)
+		w.orphans--
 	case kindFixed:
 		w.lose(e, "its fixed lease ran out")
 	default:
@@ -352,6 +396,7 @@ func (w *watchdog) pushOrphan(own *ownership, key, token string, slot uint16, le
 		return
 	}
 	now := w.now()
+	w.orphans++
 	heap.Push(&w.q, &entry{kind: kindOrphan, own: own, key: key, token: token, slot: slot, lease: lease,
 		due: now, end: after(now, lease), recheck: recheck, index: -1})
 	if now < w.wakeAt {
@@ -398,6 +443,7 @@ func (w *watchdog) renewer() {
 		s.Passes++
 		s.LastPass, s.MaxPass = took, max(s.MaxPass, took)
 		s.LastPassSize, s.MaxPassSize = len(batch), max(s.MaxPassSize, len(batch))
+		w.passed.Broadcast()
 		w.unlock()
 		if o := w.c.obs; o != nil {
 			o.RenewalPass(ev)
@@ -440,6 +486,7 @@ func (w *watchdog) apply(batch []*entry, res []result, sent int64) (ev PassEvent
 				heap.Fix(&w.q, e.index)
 			} else {
 				heap.Remove(&w.q, e.index)
+				w.orphans--
 			}
 			continue
 		}
@@ -507,6 +554,8 @@ func (w *watchdog) close(ctx context.Context) error {
 	}
 	w.stats.Held = 0
 	w.q = w.q[:0]
+	w.orphans = 0
+	w.passed.Broadcast()
 	w.pending = nil
 	w.mu.Unlock()
 	close(w.stop)

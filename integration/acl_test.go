@@ -135,7 +135,7 @@ func TestSuiteRunsAsLockUser(t *testing.T) {
 	lockRdb := srv.Client()
 	for _, cmd := range [][]any{
 		{"FLUSHALL"}, {"KEYS", "*"}, {"CONFIG", "GET", "maxmemory"}, {"ACL", "WHOAMI"},
-		{"HSET", "lock:acl", "f", "v"}, {"SCRIPT", "FLUSH"}, {"CLIENT", "KILL", "TYPE", "pubsub"},
+		{"SADD", "lock:acl", "v"}, {"SCRIPT", "FLUSH"}, {"CLIENT", "KILL", "TYPE", "pubsub"},
 	} {
 		err := lockRdb.Do(ctx, cmd...).Err()
 		var rerr redis.Error

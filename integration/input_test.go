@@ -139,7 +139,7 @@ func TestInspectAndTTL(t *testing.T) {
 func TestAcquireRetryWithSameTokenIsGranted(t *testing.T) {
 	_, rdb, _ := setup(t)
 	ctx := ctxT(t)
-	src := mustRead(t, "../scripts/acquire.lua")
+	src := scriptSource(t, "acquire")
 	tok := uuid.NewString()
 	first, err := rdb.Eval(ctx, src, []string{"lock:retry", "dlock:fence:{x}"}, tok, 1000).Int64()
 	if err != nil || first <= 0 {

@@ -38,7 +38,16 @@ var FamilyCommands = []string{
 	"exists", "incrby", "decrby",
 	"zadd", "zrem", "zscore", "zcard", "zrange", "zrangebyscore", "zremrangebyscore",
 	"rpush", "lpop", "lrem", "lindex", "lrange", "llen",
+	// WithRedissonCompat: Redisson's hashes.
+	"hset", "hget", "hdel", "hexists", "hincrby", "hlen", "hkeys", "hgetall", "decr",
+	// WithRedissonCompat: FairMutex (Redisson's timeouts chained by ZINCRBY).
+	"zincrby",
 }
+
+// FamilyChannels are the channels of a Client WithRedissonCompat, Redisson's
+// (redisson_lock__channel:{name}, redisson_sc:{name}, ...), on top of
+// dlock's own; the harness's user has them.
+var FamilyChannels = []string{"&redisson_*"}
 
 // LockRule returns the ACL SETUSER rule, after the user name, that gives a
 // user with password the rights dlock needs on locks whose names match
@@ -112,7 +121,7 @@ func (r *Redis) createLockUser() error {
 		}
 	}
 	args = []any{"ACL", "SETUSER", LockUser}
-	for _, t := range LockRule(r.password, []string{"*"}, known...) {
+	for _, t := range append(LockRule(r.password, []string{"*"}, known...), FamilyChannels...) {
 		args = append(args, t)
 	}
 	if err := admin.Do(ctx, args...).Err(); err != nil {

@@ -237,7 +237,7 @@ func createClusterLockUser(addr string) error {
 	admin := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer admin.Close()
 	args := []any{"ACL", "SETUSER", LockUser}
-	for _, t := range LockRule(lockPassword, []string{"*"}, append(append([]string{}, ClusterLockCommands...), FamilyCommands...)...) {
+	for _, t := range append(LockRule(lockPassword, []string{"*"}, append(append([]string{}, ClusterLockCommands...), FamilyCommands...)...), FamilyChannels...) {
 		args = append(args, t)
 	}
 	if err := admin.Do(ctx, args...).Err(); err != nil {

@@ -1,0 +1,33 @@
+-- redisson_latch_set: TrySetCount of a CountDownLatch on a Client
+-- WithRedissonCompat. Follows RedissonCountDownLatch.java, trySetCountAsync:
+-- set the count only if the key does not exist, and publish
+-- CountDownLatchPubSub.NEW_COUNT_MESSAGE (1) on Redisson's channel.
+-- KEYS[1]  the latch: a string holding its count
+-- ARGV[1]  the count (> 0)
+-- ARGV[2]  how to publish: 'p' PUBLISH, 's' SPUBLISH (cluster), '' not at all
+-- ARGV[3]  Redisson's channel "redisson_countdownlatch__channel__{<name>}"
+-- Returns 1 set; 0 the key exists (unchanged: also when it holds 0 or less,
+--           as in Redisson, which checks EXISTS only);
+--         an error "WRONGTYPE dlock: <type>" when the key holds data that is
+--           no latch count: such a key is never modified (Redisson answers 0).
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v['err'] then
+  if string.find(v['err'], 'WRONGTYPE', 1, true) then
+    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
+  end
+  return v
+end
+if v then
+  if #v > 20 or not string.match(v, '^%-?%d+$') then
+    return redis.error_reply('WRONGTYPE dlock: string')
+  end
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1])
+-- The message is a hint: a refused publish must not fail a done set.
+if ARGV[2] == 'p' then
+  redis.pcall('PUBLISH', ARGV[3], 1)
+elseif ARGV[2] == 's' then
+  redis.pcall('SPUBLISH', ARGV[3], 1)
+end
+return 1
