@@ -15,7 +15,7 @@ const DefaultRedissonFairWaitTimeout = 5 * time.Minute
 // field in Redisson's lock hash, renewed as RedissonBaseLock renews it and
 // released as RedissonFairLock unlocks (the next waiter in line is told on
 // its own channel).
-var redissonFairOwnership = newOwnership("redisson fair lock", "redisson_fair_renew", "redisson_fair_release")
+var redissonFairOwnership = newOwnership("redisson fair lock", "redisson_renew", "redisson_fair_release")
 
 var (
 	redissonFairAcquireScript = loadScript("redisson_fair_acquire")

@@ -41,7 +41,7 @@ var (
 // ARGV[5] (the lease): count down by one instead of removing the owner.
 var (
 	redissonReadOwn  = newOwnership("redisson read lock", "redisson_rw_read_renew", "redisson_rw_read_release")
-	redissonWriteOwn = newOwnership("redisson write lock", "redisson_rw_write_renew", "redisson_rw_write_release")
+	redissonWriteOwn = newOwnership("redisson write lock", "redisson_renew", "redisson_rw_write_release")
 )
 
 // rwRedisson is what a handle of a Client WithRedissonCompat keeps.

@@ -19,6 +19,7 @@
 -- Expired permits are removed first: a lease that ran out gives its permit
 -- back to the pool.
 --#include fence
+--#include counter
 
 local total = 0
 
@@ -32,17 +33,11 @@ local function granted()
   return {1, f, total - redis.call('ZCARD', KEYS[2])}
 end
 
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v['err'] then
-  if string.find(v['err'], 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
-  end
-  return v
+local v, bad = counter(KEYS[1])
+if bad then
+  return bad
 end
 if v then
-  if #v > 20 or not string.match(v, '^%-?%d+$') then
-    return redis.error_reply('WRONGTYPE dlock: string')
-  end
   total = tonumber(v)
 end
 

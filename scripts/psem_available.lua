@@ -7,18 +7,13 @@
 --           lowered below the permits taken;
 --         an error "WRONGTYPE dlock: <type>" when KEYS[1] holds data dlock
 --           did not write.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v['err'] then
-  if string.find(v['err'], 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
-  end
-  return v
+--#include counter
+local v, bad = counter(KEYS[1])
+if bad then
+  return bad
 end
 local total = 0
 if v then
-  if #v > 20 or not string.match(v, '^%-?%d+$') then
-    return redis.error_reply('WRONGTYPE dlock: string')
-  end
   total = tonumber(v)
 end
 local t = redis.call('TIME')

@@ -12,18 +12,13 @@
 --           when the key held 0 or less (it is deleted);
 --         an error "WRONGTYPE dlock: <type>" when the key holds data that is
 --           no latch count: such a key is never modified.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v['err'] then
-  if string.find(v['err'], 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
-  end
-  return v
+--#include counter
+local v, bad = counter(KEYS[1])
+if bad then
+  return bad
 end
 if not v then
   return 0
-end
-if #v > 20 or not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE dlock: string')
 end
 local count = redis.call('DECRBY', KEYS[1], 1)
 if count > 0 then

@@ -10,17 +10,12 @@
 --           as in Redisson, which checks EXISTS only);
 --         an error "WRONGTYPE dlock: <type>" when the key holds data that is
 --           no latch count: such a key is never modified (Redisson answers 0).
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v['err'] then
-  if string.find(v['err'], 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
-  end
-  return v
+--#include counter
+local v, bad = counter(KEYS[1])
+if bad then
+  return bad
 end
 if v then
-  if #v > 20 or not string.match(v, '^%-?%d+$') then
-    return redis.error_reply('WRONGTYPE dlock: string')
-  end
   return 0
 end
 redis.call('SET', KEYS[1], ARGV[1])

@@ -1,5 +1,6 @@
--- redisson_renew: Redisson's RLock renewal (RedissonBaseLock.renewExpirationAsync:
--- HEXISTS the owner's field, then PEXPIRE), one watchdog batch.
+-- redisson_renew: Redisson's renewal of a lock hash, one watchdog batch
+-- (RedissonBaseLock.renewExpirationAsync: HEXISTS the owner's field, then
+-- PEXPIRE), for RLock, RFairLock and the write lock of RReadWriteLock.
 -- KEYS[i]    a lock hash
 -- ARGV[1]    the lease in milliseconds
 -- ARGV[i+1]  the owner field expected in KEYS[i]

@@ -13,15 +13,10 @@
 -- Returns the new count;
 --         an error "WRONGTYPE dlock: <type>" when the key holds data that is
 --           no permit count: such a key is never modified.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v['err'] then
-  if string.find(v['err'], 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
-  end
-  return v
-end
-if v and (#v > 20 or not string.match(v, '^%-?%d+$')) then
-  return redis.error_reply('WRONGTYPE dlock: string')
+--#include counter
+local v, bad = counter(KEYS[1])
+if bad then
+  return bad
 end
 local count = redis.call('INCRBY', KEYS[1], ARGV[1])
 -- The message is a hint: a refused publish must not fail a done release.

@@ -7,18 +7,13 @@
 --         an error "WRONGTYPE dlock: <type>" when the key holds data dlock did
 --           not write (<type> is 'string' for a string that is no integer):
 --           such a key is never modified.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v['err'] then
-  if string.find(v['err'], 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE dlock: ' .. redis.call('TYPE', KEYS[1])['ok'])
-  end
-  return v
+--#include counter
+local v, bad = counter(KEYS[1])
+if bad then
+  return bad
 end
 if not v then
   return {0, 0}
-end
-if #v > 20 or not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE dlock: string')
 end
 local n = tonumber(ARGV[1])
 local available = tonumber(v)
