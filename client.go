@@ -232,6 +232,10 @@ func newClient(rdb redis.UniversalClient, opts []Option, mkStore func(*Client) s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.redissonID != "" && !claimRedissonID(cfg.redissonID) {
+		return nil, invalid("WithRedissonCompat: client id %q is used by another open Client of this process; "+
+			"give each Client its own (owner fields would collide)", cfg.redissonID)
+	}
 	c := &Client{rdb: rdb, cfg: cfg, log: log, clk: cfg.clock, closing: make(chan struct{}), obs: cfg.observer}
 	if !cfg.noPubSub {
 		c.n = newNotifier(c)
@@ -272,6 +276,9 @@ func (c *Client) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.closeTimeout)
 		defer cancel()
 		c.closeErr = c.w.close(ctx)
+		if c.redisson() {
+			releaseRedissonID(c.cfg.redissonID)
+		}
 	})
 	if !first {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // WithRedissonCompat makes the Client keep its locks exactly as Redisson 3.x
@@ -14,8 +15,8 @@ import (
 // "<clientID>:<ownerID>", where ownerID is "go-<n>", stable for a handle's
 // life and unique within the Client; a Java thread id is a number, so the
 // two can never collide. Give each Client its own clientID (uuid.NewString()),
-// never one a Java client uses. An empty clientID makes New fail with
-// ErrInvalidArgument; NewRedlock refuses the option (Redisson's RedLock keeps
+// never one a Java client uses. An empty clientID, or one that another open
+// Client of this process uses, makes New fail with ErrInvalidArgument; NewRedlock refuses the option (Redisson's RedLock keeps
 // plain locks on each server, not a quorum of our own).
 //
 // With the option, Mutex uses Redisson's RLock layout (the hash at the name,
@@ -33,6 +34,18 @@ func WithRedissonCompat(clientID string) Option {
 		c.redissonID = clientID
 	}
 }
+
+// redissonIDs are the client ids of the open Clients WithRedissonCompat of
+// this process: two Clients with one id would hand out the same owner fields
+// (each counts its handles from 1) and take each other's locks as reentries.
+var redissonIDs sync.Map
+
+func claimRedissonID(id string) bool {
+	_, taken := redissonIDs.LoadOrStore(id, struct{}{})
+	return !taken
+}
+
+func releaseRedissonID(id string) { redissonIDs.Delete(id) }
 
 // redisson reports whether the Client keeps Redisson's layout.
 func (c *Client) redisson() bool { return c.cfg.redissonID != "" }

@@ -54,3 +54,16 @@ func TestRedissonNextHoldWaitsForPendingRelease(t *testing.T) {
 	assert.True(t, m.IsHeld())
 	require.NoError(t, m.Unlock(context.Background()))
 }
+
+// Two open Clients of one process with one client id would hand out the same
+// owner fields: the second New is refused until the first is closed.
+func TestRedissonCompatIDOncePerProcess(t *testing.T) {
+	const id = "0c9d8e7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f"
+	c1, _, rdb := newMini(t, WithRedissonCompat(id))
+	_, err := New(rdb, WithRedissonCompat(id))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.NoError(t, c1.Close())
+	c2, err := New(rdb, WithRedissonCompat(id))
+	require.NoError(t, err)
+	require.NoError(t, c2.Close())
+}

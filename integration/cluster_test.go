@@ -13,6 +13,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/slot"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -790,5 +791,73 @@ func TestClusterReplicaAck(t *testing.T) {
 	}
 	if err := other.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WithRedissonCompat on a cluster: the lock hash, its fencing counter
+// redisson_lock_token:{name} and its channel redisson_lock__channel:{name}
+// share the name's slot, so every script runs on one node and the release
+// is announced by SPUBLISH there: a waiter on each primary (10s backoff) is
+// woken by it in well under a second, and a sharded subscriber of Redisson's
+// channel (a Java client in sharded mode) receives "0".
+func TestClusterRedissonCompat(t *testing.T) {
+	cl := testserver.StartCluster(t)
+	ctx := ctxT(t)
+	opts := clusterOpts(slowBackOff(), dlock.WithWatchdogTimeout(30*time.Second), dlock.WithRenewInterval(10*time.Second))
+	holderC := newClient(t, cl.Client(), append(opts, dlock.WithRedissonCompat(uuid.NewString()))...)
+	waiterC := newClient(t, cl.Client(), append(opts, dlock.WithRedissonCompat(uuid.NewString()))...)
+	ps := cl.Primaries()
+	for _, p := range ps {
+		for _, name := range []string{namesOn(t, ps, p.Addr, "cluster:redisson", 1)[0], "{" + namesOn(t, ps, p.Addr, "cluster:tagged", 1)[0] + "}:x"} {
+			if primaryOf(t, ps, slot.Of(name)) != p.Addr {
+				continue // the tagged variant may land elsewhere
+			}
+			ch := "redisson_lock__channel:{" + name + "}"
+			if strings.Contains(name, "{") {
+				ch = "redisson_lock__channel:" + name
+			}
+			holder := holderC.NewMutex(name)
+			if err := holder.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if typ := cl.AdminAt(p.Addr).Type(ctx, name).Val(); typ != "hash" {
+				t.Fatalf("%s on %s: TYPE %s", name, p.Addr, typ)
+			}
+			sub := cl.Admin().SSubscribe(ctx, ch)
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waiter := waiterC.NewMutex(name)
+			got := make(chan error, 1)
+			go func() { got <- waiter.Lock(ctx) }()
+			testserver.WaitFor(t, 5*time.Second, "the waiter's sharded subscription to "+ch, func() bool {
+				return subscribersOn(cl, p.Addr, ch) >= 2
+			})
+			released := time.Now()
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatalf("waiter on %s not woken by the sharded release", name)
+			}
+			if d := time.Since(released); d > 500*time.Millisecond {
+				t.Fatalf("waiter on %s took %v", name, d)
+			}
+			if msg, err := sub.ReceiveMessage(ctx); err != nil || msg.Payload != "0" {
+				t.Fatalf("sharded subscriber got %v, %v", msg, err)
+			}
+			_ = sub.Close()
+			if waiter.FencingToken() <= holder.FencingToken() {
+				t.Fatalf("tokens %d then %d", holder.FencingToken(), waiter.FencingToken())
+			}
+			if err := waiter.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

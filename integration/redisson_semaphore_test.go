@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -115,7 +116,7 @@ func rsemCountedClient(t testing.TB, srv *testserver.Redis, opts ...dlock.Option
 	rdb := srv.Client()
 	h := &rsemEvals{}
 	rdb.AddHook(h)
-	opts = append([]dlock.Option{dlock.WithRedissonCompat("5f0e6a4c-2b8e-4d43-9a4e-7c1b3f1d2e01")}, opts...)
+	opts = append([]dlock.Option{dlock.WithRedissonCompat(uuid.NewString()) /* each Client its own id */}, opts...)
 	return newClient(t, rdb, opts...), h
 }
 
