@@ -17,6 +17,7 @@
 -- Every call here is a pcall: on any error the grant is undone (below), so a
 -- refused or failed step never leaves a lock without an owner.
 --#include fence
+--#include holder
 
 local function granted()
   local f = fence(KEYS[2])
@@ -32,19 +33,13 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return granted()
 end
 
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'string' then
-  return redis.error_reply('WRONGTYPE dlock: ' .. kind)
+-- The key exists (SET NX refused it): whose is it?
+local v = holder(KEYS[1])
+if type(v) == 'table' then
+  return v
 end
-if redis.call('STRLEN', KEYS[1]) ~= 36 then
-  return redis.error_reply('WRONGTYPE dlock: string')
-end
-local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return granted()
-end
-if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') then
-  return redis.error_reply('WRONGTYPE dlock: string')
 end
 return -1 - redis.call('PTTL', KEYS[1])

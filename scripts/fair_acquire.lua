@@ -73,6 +73,7 @@ local function dequeue(head)
 end
 
 --#include fence
+--#include holder
 
 local function granted(head)
   local f = fence(KEYS[2])
@@ -94,27 +95,20 @@ if not head or head == id then
   end
 end
 
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
+local v = holder(KEYS[1])
+if type(v) == 'table' then
+  return v
+end
+if not v then
   -- Free, but another waiter is first in line: it has until its timeout to
   -- come and take the lock.
   enqueue()
   local s = tonumber(redis.call('ZSCORE', KEYS[4], head))
   return -1 - (math.max(s - now, 0) + 1)
 end
-if kind ~= 'string' then
-  return redis.error_reply('WRONGTYPE dlock: ' .. kind)
-end
-if redis.call('STRLEN', KEYS[1]) ~= 36 then
-  return redis.error_reply('WRONGTYPE dlock: string')
-end
-local v = redis.call('GET', KEYS[1])
 if v == id then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return granted(head)
-end
-if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') then
-  return redis.error_reply('WRONGTYPE dlock: string')
 end
 enqueue()
 return -1 - redis.call('PTTL', KEYS[1])

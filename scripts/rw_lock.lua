@@ -20,25 +20,7 @@
 --         an error "WRONGTYPE dlock: <type>" when the name or the readers key
 --           holds data that dlock did not write.
 --#include fence
-
--- writer returns the token in the writer key (false when none), or an error.
-local function writer()
-  local kind = redis.call('TYPE', KEYS[1])['ok']
-  if kind == 'none' then
-    return false
-  end
-  if kind ~= 'string' then
-    return redis.error_reply('WRONGTYPE dlock: ' .. kind)
-  end
-  if redis.call('STRLEN', KEYS[1]) ~= 36 then
-    return redis.error_reply('WRONGTYPE dlock: string')
-  end
-  local v = redis.call('GET', KEYS[1])
-  if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') then
-    return redis.error_reply('WRONGTYPE dlock: string')
-  end
-  return v
-end
+--#include holder
 
 local function granted()
   local f = fence(KEYS[4])
@@ -64,7 +46,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local w = writer()
+local w = holder(KEYS[1])
 if type(w) == 'table' then
   return w
 end

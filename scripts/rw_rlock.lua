@@ -20,31 +20,13 @@
 -- Expired readers are removed first (their lease is over), so a reader that
 -- died without RUnlock blocks writers only until its lease ends.
 --#include fence
-
--- writer returns the token in the writer key (false when none), or an error.
-local function writer()
-  local kind = redis.call('TYPE', KEYS[1])['ok']
-  if kind == 'none' then
-    return false
-  end
-  if kind ~= 'string' then
-    return redis.error_reply('WRONGTYPE dlock: ' .. kind)
-  end
-  if redis.call('STRLEN', KEYS[1]) ~= 36 then
-    return redis.error_reply('WRONGTYPE dlock: string')
-  end
-  local v = redis.call('GET', KEYS[1])
-  if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$') then
-    return redis.error_reply('WRONGTYPE dlock: string')
-  end
-  return v
-end
+--#include holder
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[2])
 
-local w = writer()
+local w = holder(KEYS[1])
 if type(w) == 'table' then
   return w
 end
