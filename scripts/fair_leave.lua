@@ -13,6 +13,7 @@
 -- with a notice "<name>\n<its id>".
 -- Returns an array {left, undone}: left is 1 when the waiter was in the queue,
 -- else 0; undone is 1 when a grant of the waiter was deleted, else 0.
+--#include announce
 local id = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -42,11 +43,7 @@ if (wasHead or undone == 1) and redis.call('EXISTS', KEYS[1]) == 0 then
   end
   if head then
     local notice = ARGV[4] .. '\n' .. head
-    if ARGV[2] == 'p' then
-      redis.pcall('PUBLISH', ARGV[3], notice)
-    elseif ARGV[2] == 's' then
-      redis.pcall('SPUBLISH', ARGV[3], notice)
-    end
+    announce(ARGV[2], ARGV[3], notice)
   end
 end
 return {left, undone}

@@ -17,6 +17,7 @@
 -- Returns 1 deleted; 0 the key is gone (the lease ran out);
 --         -1 another token holds it; -2 the key holds another Redis type;
 --         an error if Redis refused the read (NOPERM, say): nothing changed.
+--#include announce
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   if string.find(v['err'], 'WRONGTYPE', 1, true) then
@@ -60,9 +61,5 @@ elseif status == 0 then
 end
 -- The notice is a hint: a refused publish must not turn a done release into
 -- an error (waiters still look again by themselves).
-if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', ARGV[3], notice)
-elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', ARGV[3], notice)
-end
+announce(ARGV[2], ARGV[3], notice)
 return status

@@ -5,6 +5,7 @@
 --          release.lua)
 -- Returns {1, 'string'} deleted; {0, 'none'} the key does not exist;
 --         {-1, type} the key holds data that dlock did not write (left untouched).
+--#include announce
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   return {0, kind}
@@ -17,9 +18,5 @@ if not string.match(v, '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%
   return {-1, kind}
 end
 redis.call('DEL', KEYS[1])
-if ARGV[1] == 'p' then -- a hint: a refused publish does not undo the delete
-  redis.pcall('PUBLISH', ARGV[2], KEYS[1])
-elseif ARGV[1] == 's' then
-  redis.pcall('SPUBLISH', ARGV[2], KEYS[1])
-end
+announce(ARGV[1], ARGV[2], KEYS[1])
 return {1, kind}

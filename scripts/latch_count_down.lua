@@ -9,6 +9,7 @@
 --         an error "WRONGTYPE dlock: <type>" when the key holds data dlock did
 --           not write: such a key is never modified.
 --#include counter
+--#include announce
 local v, bad = counter(KEYS[1])
 if bad then
   return bad
@@ -22,9 +23,5 @@ if count > 0 then
 end
 redis.call('DEL', KEYS[1])
 -- The notice is a hint: a refused publish must not fail a done count-down.
-if ARGV[1] == 'p' then
-  redis.pcall('PUBLISH', ARGV[2], KEYS[1])
-elseif ARGV[1] == 's' then
-  redis.pcall('SPUBLISH', ARGV[2], KEYS[1])
-end
+announce(ARGV[1], ARGV[2], KEYS[1])
 return 0

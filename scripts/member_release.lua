@@ -8,6 +8,7 @@
 -- ARGV[4]  the notice: the object's name (KEYS[1] when absent)
 -- Returns 1 removed while its lease ran; 0 not there, or expired (removed
 --         too: the lease was over); -2 the key holds another Redis type.
+--#include announce
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local s = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
@@ -22,11 +23,7 @@ if not s then
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 local notice = ARGV[4] or KEYS[1]
-if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', ARGV[3], notice)
-elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', ARGV[3], notice)
-end
+announce(ARGV[2], ARGV[3], notice)
 if tonumber(s) <= now then
   return 0
 end

@@ -13,6 +13,7 @@
 -- Returns an array {left, undone}: left is 1 when the waiter was in the
 -- queue, else 0; undone is 1 when its field was deleted from the lock.
 -- get the existing timeout for the thread to remove
+--#include announce
 local queue = redis.call('LRANGE', KEYS[1], 0, -1)
 -- find the location in the queue where the thread is
 local i = 1
@@ -41,11 +42,7 @@ if ARGV[3] == '1' and redis.call('TYPE', KEYS[3])['ok'] == 'hash'
       if string.find(KEYS[3], '{', 1, true) then
         channel = 'redisson_lock__channel:' .. KEYS[3] .. ':' .. nextThreadId
       end
-      if ARGV[4] == 'p' then
-        redis.pcall('PUBLISH', channel, '0')
-      elseif ARGV[4] == 's' then
-        redis.pcall('SPUBLISH', channel, '0')
-      end
+      announce(ARGV[4], channel, '0')
     end
   end
 end

@@ -22,6 +22,7 @@
 --         is free); 2 counted down, still held; 0 the key is gone (the next
 --         waiter told, as Redisson does); -1 the hash has no such owner;
 --         -2 the key is not a hash.
+--#include announce
 local function prefixName(prefix, name)
   if string.find(name, '{', 1, true) then
     return prefix .. ':' .. name
@@ -58,11 +59,7 @@ local function notify()
     local channel = prefixName('redisson_lock__channel', KEYS[1]) .. ':' .. nextThreadId
     -- The message is a hint: a refused publish must not turn a done release
     -- into an error.
-    if ARGV[2] == 'p' then
-      redis.pcall('PUBLISH', channel, '0')
-    elseif ARGV[2] == 's' then
-      redis.pcall('SPUBLISH', channel, '0')
-    end
+    announce(ARGV[2], channel, '0')
   end
 end
 

@@ -6,6 +6,7 @@
 -- ARGV[2]  Redisson's channel: redisson_lock__channel:{name}
 -- Returns {1, 'hash'} deleted; {0, 'none'} no such key;
 --         {-1, type} the key is not a hash (left untouched).
+--#include announce
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   return {0, kind}
@@ -14,9 +15,5 @@ if kind ~= 'hash' then
   return {-1, kind}
 end
 redis.call('DEL', KEYS[1])
-if ARGV[1] == 'p' then
-  redis.pcall('PUBLISH', ARGV[2], '0')
-elseif ARGV[1] == 's' then
-  redis.pcall('SPUBLISH', ARGV[2], '0')
-end
+announce(ARGV[1], ARGV[2], '0')
 return {1, kind}

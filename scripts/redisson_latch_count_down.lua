@@ -13,6 +13,7 @@
 --         an error "WRONGTYPE dlock: <type>" when the key holds data that is
 --           no latch count: such a key is never modified.
 --#include counter
+--#include announce
 local v, bad = counter(KEYS[1])
 if bad then
   return bad
@@ -27,10 +28,6 @@ end
 redis.call('DEL', KEYS[1])
 -- The message is a hint: a refused publish must not fail a done count-down.
 if count == 0 then
-  if ARGV[1] == 'p' then
-    redis.pcall('PUBLISH', ARGV[2], 0)
-  elseif ARGV[1] == 's' then
-    redis.pcall('SPUBLISH', ARGV[2], 0)
-  end
+  announce(ARGV[1], ARGV[2], 0)
 end
 return count

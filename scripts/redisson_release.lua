@@ -10,6 +10,7 @@
 --          over, remove the owner whatever its count (a background release)
 -- Returns 1 released (deleted, announced); 2 counted down, still held;
 --         0 the key is gone; -1 the hash has no such owner; -2 not a hash.
+--#include announce
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   return 0
@@ -31,9 +32,5 @@ local channel = 'redisson_lock__channel:{' .. KEYS[1] .. '}'
 if string.find(KEYS[1], '{', 1, true) then
   channel = 'redisson_lock__channel:' .. KEYS[1]
 end
-if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', channel, '0')
-elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', channel, '0')
-end
+announce(ARGV[2], channel, '0')
 return 1

@@ -20,6 +20,7 @@
 --         hash); -1 the hash has no such owner; -2 not a hash.
 -- The timeout keys are not in KEYS: their names depend on the hash's fields,
 -- as in Redisson's script; they share the hash's slot ("{name}:...").
+--#include announce
 local prefix = KEYS[1]
 if not string.find(prefix, '{', 1, true) then
   prefix = '{' .. prefix .. '}'
@@ -27,11 +28,7 @@ end
 local channel = 'redisson_rwlock:' .. prefix
 
 local function publish()
-  if ARGV[2] == 'p' then
-    redis.pcall('PUBLISH', channel, '0')
-  elseif ARGV[2] == 's' then
-    redis.pcall('SPUBLISH', channel, '0')
-  end
+  announce(ARGV[2], channel, '0')
 end
 
 local mode = redis.pcall('HGET', KEYS[1], 'mode')

@@ -15,6 +15,7 @@
 --          (Unlock of the last hold, a background release)
 -- Returns 1 released; 2 counted down, still held; 0 the hash is gone;
 --         -1 the hash is not in write mode with this owner; -2 not a hash.
+--#include announce
 local prefix = KEYS[1]
 if not string.find(prefix, '{', 1, true) then
   prefix = '{' .. prefix .. '}'
@@ -22,11 +23,7 @@ end
 local channel = 'redisson_rwlock:' .. prefix
 
 local function publish()
-  if ARGV[2] == 'p' then
-    redis.pcall('PUBLISH', channel, '1')
-  elseif ARGV[2] == 's' then
-    redis.pcall('SPUBLISH', channel, '1')
-  end
+  announce(ARGV[2], channel, '1')
 end
 
 local mode = redis.pcall('HGET', KEYS[1], 'mode')

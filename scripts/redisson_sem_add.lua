@@ -14,15 +14,12 @@
 --         an error "WRONGTYPE dlock: <type>" when the key holds data that is
 --           no permit count: such a key is never modified.
 --#include counter
+--#include announce
 local v, bad = counter(KEYS[1])
 if bad then
   return bad
 end
 local count = redis.call('INCRBY', KEYS[1], ARGV[1])
 -- The message is a hint: a refused publish must not fail a done release.
-if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', ARGV[3], count)
-elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', ARGV[3], count)
-end
+announce(ARGV[2], ARGV[3], count)
 return count

@@ -12,6 +12,7 @@
 --           no permit count (<type> is 'string' for a string that is no
 --           integer): such a key is never modified (Redisson answers 0).
 --#include counter
+--#include announce
 local v, bad = counter(KEYS[1])
 if bad then
   return bad
@@ -21,9 +22,5 @@ if v then
 end
 redis.call('SET', KEYS[1], ARGV[1])
 -- The message is a hint: a refused publish must not fail a done set.
-if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', ARGV[3], ARGV[1])
-elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', ARGV[3], ARGV[1])
-end
+announce(ARGV[2], ARGV[3], ARGV[1])
 return 1

@@ -10,6 +10,7 @@
 --         0 the key is gone (the lease ran out);
 --         -1 another token holds it; -2 the key holds another Redis type;
 --         an error if Redis refused the read (NOPERM, say): nothing changed.
+--#include announce
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   if string.find(v['err'], 'WRONGTYPE', 1, true) then
@@ -26,9 +27,5 @@ end
 redis.call('DEL', KEYS[1])
 -- The notice is a hint: a refused publish must not turn a done release into
 -- an error (waiters still wake by their backoff and the lease).
-if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', ARGV[3], KEYS[1])
-elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', ARGV[3], KEYS[1])
-end
+announce(ARGV[2], ARGV[3], KEYS[1])
 return 1

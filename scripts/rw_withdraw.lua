@@ -8,6 +8,7 @@
 -- ARGV[4]  the notice: the lock's name
 -- Returns 1 deleted (and announced); 0 the intent is gone or another
 --         writer's (left alone).
+--#include announce
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   if string.find(v['err'], 'WRONGTYPE', 1, true) then
@@ -19,9 +20,5 @@ if v ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-if ARGV[2] == 'p' then
-  redis.pcall('PUBLISH', ARGV[3], ARGV[4])
-elseif ARGV[2] == 's' then
-  redis.pcall('SPUBLISH', ARGV[3], ARGV[4])
-end
+announce(ARGV[2], ARGV[3], ARGV[4])
 return 1

@@ -11,6 +11,7 @@
 --         an error "WRONGTYPE dlock: <type>" when the key holds data dlock did
 --           not write: such a key is never modified.
 --#include counter
+--#include announce
 local v, bad = counter(KEYS[1])
 if bad then
   return bad
@@ -19,10 +20,6 @@ local n = tonumber(ARGV[1])
 local count = redis.call('INCRBY', KEYS[1], n)
 -- The notice is a hint: a refused publish must not fail a done release.
 if n > 0 then
-  if ARGV[2] == 'p' then
-    redis.pcall('PUBLISH', ARGV[3], KEYS[1])
-  elseif ARGV[2] == 's' then
-    redis.pcall('SPUBLISH', ARGV[3], KEYS[1])
-  end
+  announce(ARGV[2], ARGV[3], KEYS[1])
 end
 return count

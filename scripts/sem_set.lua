@@ -8,6 +8,7 @@
 --         an error "WRONGTYPE dlock: <type>" when the key holds data dlock did
 --           not write: such a key is never modified.
 --#include counter
+--#include announce
 local v, bad = counter(KEYS[1])
 if bad then
   return bad
@@ -17,10 +18,6 @@ if v then
 end
 redis.call('SET', KEYS[1], ARGV[1])
 if tonumber(ARGV[1]) > 0 then
-  if ARGV[2] == 'p' then
-    redis.pcall('PUBLISH', ARGV[3], KEYS[1])
-  elseif ARGV[2] == 's' then
-    redis.pcall('SPUBLISH', ARGV[3], KEYS[1])
-  end
+  announce(ARGV[2], ARGV[3], KEYS[1])
 end
 return 1
