@@ -143,6 +143,30 @@ func (r *Redis) ExpectDenials() {
 	r.mu.Unlock()
 }
 
+// lockUserRefusals reads the ACL LOG of the server that o reaches as an
+// admin and returns what it refused LockUser, sorted; nothing when the
+// server does not answer within a second (paused, gone). A wrong password is
+// no missing right and is left out.
+func lockUserRefusals(o *redis.Options) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	admin := redis.NewClient(o)
+	defer admin.Close()
+	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
+	if err != nil {
+		return nil
+	}
+	var refused []string
+	for _, e := range entries {
+		f := aclLogEntry(e)
+		if f["username"] == LockUser && f["reason"] != "auth" {
+			refused = append(refused, fmt.Sprintf("%s %s (%s, %s times)", f["reason"], f["object"], f["context"], f["count"]))
+		}
+	}
+	sort.Strings(refused)
+	return refused
+}
+
 // checkDenials fails the test if the server's ACL log holds refusals of
 // LockUser, unless the test expects them. A server that does not answer
 // within a second (paused, gone) is not checked.
@@ -153,25 +177,9 @@ func (r *Redis) checkDenials() {
 	if ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
 	o := r.adminOptions()
 	o.MaxRetries = -1
-	admin := redis.NewClient(o)
-	defer admin.Close()
-	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
-	if err != nil {
-		return
-	}
-	var refused []string
-	for _, e := range entries {
-		f := aclLogEntry(e)
-		if f["username"] == LockUser && f["reason"] != "auth" { // a wrong password is no missing right
-			refused = append(refused, fmt.Sprintf("%s %s (%s, %s times)", f["reason"], f["object"], f["context"], f["count"]))
-		}
-	}
-	if len(refused) > 0 {
-		sort.Strings(refused)
+	if refused := lockUserRefusals(o); len(refused) > 0 {
 		r.tb.Errorf("testserver: Redis refused %s (ACL LOG): %s. Either dlock needs a right that README's rule "+
 			"(LockCommands) lacks, or the test sent its own commands through Client: use Admin for those, "+
 			"or call ExpectDenials if the refusal is the point of the test", LockUser, strings.Join(refused, "; "))

@@ -580,23 +580,7 @@ func (c *Cluster) checkDenials(addr string) {
 	if ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	admin := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer admin.Close()
-	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
-	if err != nil {
-		return
-	}
-	var refused []string
-	for _, e := range entries {
-		f := aclLogEntry(e)
-		if f["username"] == LockUser && f["reason"] != "auth" {
-			refused = append(refused, fmt.Sprintf("%s %s (%s, %s times)", f["reason"], f["object"], f["context"], f["count"]))
-		}
-	}
-	if len(refused) > 0 {
-		sort.Strings(refused)
+	if refused := lockUserRefusals(&redis.Options{Addr: addr, MaxRetries: -1}); len(refused) > 0 {
 		c.tb.Errorf("testserver: cluster node %s refused %s (ACL LOG): %s. Either dlock needs a right that the "+
 			"cluster rule (ClusterLockCommands) lacks, or the test sent its own commands through Client: use "+
 			"Admin for those, or call ExpectDenials if the refusal is the point of the test",
