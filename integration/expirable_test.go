@@ -478,3 +478,45 @@ func TestExpirableSemaphoreBadInputAndForeignData(t *testing.T) {
 		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
 	}
 }
+
+// A permit released in the background (its Acquire context ended) announces
+// the semaphore's name, not its internal key: a waiter with a 10s backoff and
+// 30s leases is woken by that notice in milliseconds.
+func TestExpirableSemaphoreBackgroundReleaseWakesWaiter(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	admin := srv.Admin()
+	opts := []dlock.Option{dlock.WithWatchdogTimeout(30 * time.Second), dlock.WithRenewInterval(10 * time.Second), slowBackOff()}
+	a := newClient(t, srv.Client(), opts...)
+	b := newClient(t, srv.Client(), opts...)
+	ctx := ctxT(t)
+	const name = "psem:background"
+	holder, waiter := a.NewExpirableSemaphore(name), b.NewExpirableSemaphore(name)
+	setPermits(t, holder, 1)
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	if _, err := holder.Acquire(hctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		p, err := waiter.Acquire(ctx, 0)
+		if err == nil {
+			err = p.Release(ctx)
+		}
+		got <- err
+	}()
+	testserver.WaitFor(t, 5*time.Second, "the waiter's subscription", func() bool { return noticeSubscribed(ctx, admin, name) })
+	released := time.Now()
+	hcancel() // the holder's permit is released by the watchdog, in the background
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not woken by the background release")
+	}
+	if d := time.Since(released); d > 500*time.Millisecond {
+		t.Fatalf("waiter went %v after the background release: not woken by its notice", d)
+	}
+}
